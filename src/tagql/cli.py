@@ -1,0 +1,247 @@
+"""Command line: ``tagql ask``, ``tagql demo``, ``tagql schema``, ``tagql model`` (+ knowledge, route).
+
+Errors print one line (``error: ...``) and exit with status 2; nothing is left half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.syntax import Syntax
+from rich.table import Table
+
+from tagql.config import Settings, config_path, load_settings
+from tagql.errors import TagqlError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Answer questions over relational databases.")
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(exc: BaseException) -> None:
+    msg = exc.one_line() if isinstance(exc, TagqlError) else f"{exc.__class__.__name__}: {exc}"
+    err_console.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn tagql errors (and Ctrl-C) into a one-line message and exit status 2."""
+    try:
+        yield
+    except TagqlError as exc:
+        fail(exc)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        raise typer.Exit(130) from None
+
+
+def model_progress(quiet: bool = False) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    """A rich progress bar for model assembly (shown only when there is work to do)."""
+    progress = Progress(
+        TextColumn("assembling model"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+        console=err_console, transient=True, disable=quiet,
+    )
+    state: dict[str, Any] = {}
+
+    def update(done: int, total: int) -> None:
+        if "task" not in state:
+            progress.start()
+            state["task"] = progress.add_task("model", total=total)
+        progress.update(state["task"], completed=done)
+
+    return update, progress.stop
+
+
+def build_session(db: str, llm: str | None, settings: Settings, quiet: bool = False, knowledge: Any = None):  # noqa: ANN201
+    from tagql.db import open_database
+    from tagql.llm import make_llm
+    from tagql.pipeline import TagQL
+
+    database = open_database(db, settings=settings.db)
+    _ = database.schema  # fail early on a bad database, before loading a model
+    update, stop = model_progress(quiet)
+    try:
+        with err_console.status("loading the language model...", spinner="dots") if not quiet else _null():
+            model = make_llm(settings, backend=llm, progress=update)
+    finally:
+        stop()
+    return TagQL(database, model, settings=settings, knowledge=knowledge)
+
+
+@contextmanager
+def _null() -> Iterator[None]:
+    yield
+
+
+def print_answer(a: Any) -> None:
+    console.rule(f"[bold]{a.question}")
+    console.print(Syntax(a.sql, "sql", word_wrap=True))
+    for att in a.attempts[:-1]:
+        console.print(f"[dim]retried after: {att.error}[/]", highlight=False)
+    if a.statements:
+        console.print("[bold]domain knowledge used:[/]")
+        for s in a.statements:
+            console.print(f"  [dim]{s.score:.2f}[/] {s.render()}", highlight=False)
+    table = Table(show_header=True, header_style="bold")
+    for c in a.columns:
+        table.add_column(str(c))
+    for row in a.rows[:20]:
+        table.add_row(*["NULL" if v is None else str(v) for v in row])
+    console.print(table)
+    if len(a.rows) > 20:
+        console.print(f"[dim]... {len(a.rows) - 20} more rows (use --json for all)[/]")
+    for note in a.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    console.print(f"[bold green]answer:[/] {a.answer}", highlight=False)
+    t = a.timings
+    console.print(
+        f"[dim]{t['total_s']:.1f} s (sql {t['synthesize_s']:.1f} s, run {t['execute_s']:.2f} s, "
+        f"answer {t['answer_s']:.1f} s); {a.tokens['calls']} LM calls, "
+        f"{a.tokens['prompt_tokens']}+{a.tokens['completion_tokens']} tokens[/]"
+    )
+
+
+DbOpt = Annotated[str, typer.Option("--db", help="SQLite file path or SQLAlchemy URL")]
+LlmOpt = Annotated[Optional[str], typer.Option("--llm", help="local | openai (default: from config)")]
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="the question, in plain English")],
+    db: DbOpt,
+    llm: LlmOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Answer QUESTION over a database: SQL, result rows and a plain-language answer."""
+    with user_errors():
+        settings = load_settings()
+        session = build_session(db, llm, settings, quiet=as_json)
+        answer = session.ask(question)
+        if as_json:
+            sys.stdout.write(json.dumps(answer.to_dict(), default=str) + "\n")
+        else:
+            print_answer(answer)
+
+
+DEMO_QUESTIONS = [
+    "How many superheroes are published by Marvel Comics?",
+    "What is the full name of the superhero named Spider-Man?",
+    "Which 3 superheroes are the tallest?",
+]
+
+
+@app.command()
+def demo(
+    llm: LlmOpt = None,
+    question: Annotated[Optional[list[str]], typer.Option("--question", "-q", help="ask this instead")] = None,
+) -> None:
+    """Ask a few questions of the bundled demo database (BIRD's superhero, CC BY-SA 4.0)."""
+    from tagql.demo import demo_database_path
+
+    with user_errors():
+        settings = load_settings()
+        path = demo_database_path()
+        console.print(f"demo database: [bold]{path}[/] (BIRD 'superhero', CC BY-SA 4.0; see ATTRIBUTION.md)")
+        session = build_session(str(path), llm, settings)
+        for q in question or DEMO_QUESTIONS:
+            try:
+                print_answer(session.ask(q))
+            except TagqlError as exc:  # one bad question does not end the demo
+                err_console.print(f"[bold red]error:[/] {exc.one_line()}", highlight=False)
+
+
+@app.command()
+def schema(db: DbOpt) -> None:
+    """Print the schema as the LLM sees it (CREATE TABLE with comments)."""
+    from tagql.db import open_database
+
+    with user_errors():
+        database = open_database(db, settings=load_settings().db)
+        console.print(Syntax(database.schema.to_prompt(), "sql", word_wrap=True))
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="one SELECT statement")],
+    db: DbOpt,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Run one read-only query through the same checks the pipeline uses (no LLM)."""
+    from tagql.db import open_database
+    from tagql.tag.answer import json_value
+    from tagql.tag.query import prepare_sql
+
+    with user_errors():
+        database = open_database(db, settings=load_settings().db)
+        result = database.execute(prepare_sql(query, database))
+        if as_json:
+            rows = [[json_value(v) for v in r] for r in result.rows]
+            sys.stdout.write(json.dumps({"columns": result.columns, "rows": rows, "truncated": result.truncated}) + "\n")
+            return
+        table = Table(*result.columns)
+        for r in result.rows[:50]:
+            table.add_row(*["NULL" if v is None else str(v) for v in r])
+        console.print(table)
+        for note in result.notes:
+            console.print(f"[yellow]note:[/] {note}")
+
+
+@app.command()
+def model(
+    name: Annotated[Optional[str], typer.Argument(help="pack name (default: the configured model)")] = None,
+) -> None:
+    """Assemble and verify the embedded model now (it is otherwise done on first use)."""
+    from tagql.llm.model_pack import PACKS, resolve_model_path
+
+    with user_errors():
+        settings = load_settings()
+        update, stop = model_progress()
+        try:
+            path = resolve_model_path(name or settings.llm.model, settings.cache_dir, update)
+        finally:
+            stop()
+        console.print(f"model ready: {path}")
+        console.print("packs: " + ", ".join(f"{p.name} ({p.description})" for p in PACKS.values()))
+
+
+@app.command()
+def config() -> None:
+    """Show the effective configuration and where it came from."""
+    with user_errors():
+        settings = load_settings()
+        console.print(f"config file: {config_path()} ({'found' if config_path().exists() else 'not present'})")
+        console.print_json(settings.model_dump_json())
+
+
+def _register_subcommands() -> None:
+    """Stage packages contribute their own command groups."""
+    import importlib
+
+    for module, name in (("tagql.knowledge.cli", "knowledge"), ("tagql.routing.cli", "route")):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name == module:
+                continue
+            raise
+        app.add_typer(mod.app, name=name)
+
+
+_register_subcommands()
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

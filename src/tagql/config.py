@@ -1,0 +1,122 @@
+"""All configuration in one place: defaults < TOML file < ``TAGQL_*`` environment variables < arguments.
+
+The TOML file is ``$TAGQL_CONFIG`` if set, else ``~/.config/tagql/config.toml`` (if it exists).
+Nested keys map to environment variables with ``__``: ``[llm] backend = "openai"`` is
+``TAGQL_LLM__BACKEND=openai``. See ``docs/configuration.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from tagql.errors import ConfigError
+
+
+def user_config_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "tagql"
+
+
+def user_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tagql"
+
+
+class LLMSettings(BaseModel):
+    """Which language model answers. ``local`` runs llama.cpp in-process; ``openai`` calls any
+    OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp server, OpenAI)."""
+
+    backend: Literal["local", "openai"] = "local"
+    # local: a model pack name ("qwen2.5-coder-1.5b", "qwen2.5-0.5b") or a path to any GGUF file
+    model: str = "qwen2.5-coder-1.5b"
+    n_ctx: int = 8192
+    n_threads: int | None = None  # None = all cores
+    seed: int = 0
+    temperature: float = 0.0
+    # openai-compatible endpoint
+    base_url: str = "http://127.0.0.1:8080/v1"
+    api_key: str | None = None  # falls back to $OPENAI_API_KEY
+    openai_model: str = "default"
+    request_timeout_s: float = 120.0
+
+
+class DatabaseSettings(BaseModel):
+    """Limits on every query tagql runs against a user's database."""
+
+    statement_timeout_s: float = 30.0
+    row_cap: int = 10_000
+    sample_values: int = 3  # distinct example values shown per text column in the prompt
+
+
+class AnswerSettings(BaseModel):
+    """Budget for the answer-generation prompt: how much of the result the LM sees."""
+
+    max_rows_in_prompt: int = 30
+    max_chars_in_prompt: int = 6000
+    max_answer_tokens: int = 160
+    max_sql_tokens: int = 384
+    sql_retries: int = 1
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TAGQL_", env_nested_delimiter="__", extra="ignore")
+
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    db: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings)
+    cache_dir: Path = Field(default_factory=user_cache_dir)
+    knowledge_dir: Path = Field(default_factory=lambda: user_config_dir() / "knowledge")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _TomlSource(settings_cls))
+
+
+def config_path() -> Path:
+    env = os.environ.get("TAGQL_CONFIG")
+    return Path(env).expanduser() if env else user_config_dir() / "config.toml"
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """Reads the TOML config file; a missing default file is fine, a broken one is an error."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        path = config_path()
+        self._data: dict[str, Any] = {}
+        if path.exists():
+            try:
+                self._data = tomllib.loads(path.read_text())
+            except (tomllib.TOMLDecodeError, OSError) as exc:
+                raise ConfigError(f"cannot read config file {path}: {exc}", "fix or remove the file") from exc
+        elif os.environ.get("TAGQL_CONFIG"):
+            raise ConfigError(f"config file {path} does not exist", "unset TAGQL_CONFIG or create the file")
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings, turning validation problems into one-line ``ConfigError``s."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"invalid setting {where}: {first['msg']}", "see docs/configuration.md") from exc

@@ -1,0 +1,74 @@
+"""Read a live database's schema through SQLAlchemy's inspector (any dialect), plus a few
+distinct sample values per text column (they show the LLM how values are spelled)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
+
+from tagql.db.descriptions import apply_descriptions
+from tagql.db.schema import Column, ForeignKey, Schema, Table
+from tagql.errors import NotADatabase
+
+if TYPE_CHECKING:
+    from tagql.db.connection import Database
+
+_TEXT_TYPES = ("CHAR", "TEXT", "CLOB", "STRING", "VARCHAR")
+
+
+def introspect(db: Database, *, sample_values: int = 3) -> Schema:
+    try:
+        insp = sa.inspect(db.engine)
+        names = sorted(n for n in insp.get_table_names() if not n.startswith("sqlite_"))
+        names += sorted(insp.get_view_names())
+    except (DBAPIError, Exception) as exc:  # a corrupt file fails here first
+        if isinstance(exc, DBAPIError) or "file is not a database" in str(exc):
+            raise NotADatabase(f"cannot read the schema of {db.name}: {exc}".splitlines()[0]) from exc
+        raise
+    tables = []
+    for name in names:
+        pk = set((insp.get_pk_constraint(name) or {}).get("constrained_columns") or [])
+        cols = [
+            Column(c["name"], _type_name(c["type"]), primary_key=c["name"] in pk)
+            for c in insp.get_columns(name)
+        ]
+        fks = [
+            ForeignKey(list(fk["constrained_columns"]), fk["referred_table"], list(fk["referred_columns"] or []))
+            for fk in insp.get_foreign_keys(name)
+            if fk.get("referred_table")
+        ]
+        tables.append(Table(name, cols, fks))
+    schema = Schema(db.name, tables, db.dialect)
+    if db.descriptions_dir is not None and db.descriptions_dir.is_dir():
+        apply_descriptions(schema, db.descriptions_dir)
+    if sample_values > 0:
+        _add_samples(db, schema, sample_values)
+    return schema
+
+
+def _type_name(t: Any) -> str:
+    try:
+        return str(t).upper()
+    except Exception:  # some dialect types cannot compile without a dialect
+        return t.__class__.__name__.upper()
+
+
+def _add_samples(db: Database, schema: Schema, k: int) -> None:
+    """Fill ``Column.samples`` with up to ``k`` distinct non-empty values of each text column."""
+    for t in schema.tables:
+        for c in t.columns:
+            if not any(x in c.type for x in _TEXT_TYPES) and c.type:
+                continue
+            col, tab = schema.quote(c.name), schema.quote(t.name)
+            if schema.dialect in ("sqlite", "postgres", "mysql", "duckdb"):
+                cond = f"{col} IS NOT NULL AND {col} <> ''" if c.type else f"{col} IS NOT NULL"
+                sql = f"SELECT DISTINCT {col} FROM {tab} WHERE {cond} LIMIT {k}"
+            else:
+                continue
+            try:
+                result = db.execute(sql, timeout_s=2.0, row_cap=k)
+            except Exception:  # sampling is a nicety: never fail introspection on it
+                continue
+            c.samples = [r[0] for r in result.rows if isinstance(r[0], (str, int, float))]

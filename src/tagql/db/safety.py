@@ -1,0 +1,120 @@
+"""Static checks on SQL before it reaches the database (sqlglot, not keyword matching).
+
+1. ``parse_read_only``: exactly one statement, a SELECT (or set operation / WITH ... SELECT), with no
+   write or DDL node anywhere in its tree. The connection itself is read-only too (see
+   ``connection.py``): this check gives a clear message, the engine gives the guarantee.
+2. ``validate_against_schema``: every table and column exists, so a hallucinated name is caught
+   before execution with a message the LLM can use to repair its query.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import OptimizeError, ParseError, TokenError
+from sqlglot.optimizer.qualify import qualify
+
+from tagql.db.schema import Schema
+from tagql.errors import InvalidQuery, UnsafeQuery
+
+_QUERY_ROOTS: tuple[type[exp.Expression], ...] = (exp.Select, exp.Union, exp.Intersect, exp.Except)
+_FORBIDDEN_NAMES = (
+    "Insert", "Update", "Delete", "Merge", "Create", "Drop", "Alter", "AlterTable", "Command", "Pragma",
+    "Attach", "Detach", "Set", "Transaction", "Commit", "Rollback", "Into", "Lock", "Copy", "Grant",
+    "TruncateTable", "LoadData", "Use", "Analyze",
+)
+_FORBIDDEN: tuple[type[exp.Expression], ...] = tuple(
+    getattr(exp, n) for n in _FORBIDDEN_NAMES if isinstance(getattr(exp, n, None), type)
+)
+
+
+_STATEMENT_KEYS = {"describe", "show", "execute", "kill", "cache", "uncache", "refresh", "declare", "summarize"}
+
+
+def parse_read_only(sql: str, dialect: str) -> exp.Expression:
+    """Parse ``sql`` and insist it is one read-only query. Returns the parsed expression."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except (ParseError, TokenError) as exc:
+        raise InvalidQuery(f"SQL does not parse ({dialect}): {_first_line(exc)}") from exc
+    if not statements:
+        raise InvalidQuery("no SQL statement found")
+    if len(statements) > 1:
+        raise UnsafeQuery(f"only a single statement may run, got {len(statements)}")
+    tree = statements[0]
+    if not isinstance(tree, _QUERY_ROOTS):
+        if isinstance(tree, _FORBIDDEN) or tree.key in _STATEMENT_KEYS:
+            raise UnsafeQuery(f"only SELECT queries may run, got {tree.key.upper()}")
+        raise InvalidQuery(f"not a SQL query: {sql.strip()[:80]!r}")
+    for node in tree.walk():
+        if isinstance(node, _FORBIDDEN):
+            raise UnsafeQuery(f"only read-only queries may run, found {node.key.upper()}")
+    return tree
+
+
+def referenced_tables(tree: exp.Expression) -> set[str]:
+    """Names of real tables the query reads (CTE names excluded)."""
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    return {t.name for t in tree.find_all(exp.Table) if t.name and t.name.lower() not in ctes}
+
+
+def validate_against_schema(tree: exp.Expression, schema: Schema) -> None:
+    """Raise ``InvalidQuery`` naming the first unknown table or column."""
+    for name in sorted(referenced_tables(tree)):
+        if schema.table(name) is None:
+            known = ", ".join(schema.table_names[:30])
+            raise InvalidQuery(f"unknown table '{name}'; the tables are: {known}")
+    try:
+        qualify(
+            tree.copy(), schema=schema.mapping(), dialect=schema.dialect,
+            validate_qualify_columns=True, quote_identifiers=False, identify=False,
+        )
+    except OptimizeError as exc:
+        text = _first_line(exc)
+        if "could not be resolved" in text or "Unknown" in text or "not found" in text.lower():
+            raise InvalidQuery(_explain_unknown_column(text, tree, schema)) from exc
+        # other optimizer limitations are not proof the query is wrong: the database decides
+    except (ParseError, KeyError, ValueError, TypeError, AttributeError):
+        pass  # sqlglot cannot qualify some valid constructs; execution will tell
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+
+
+def fix_sqlite_double_quoted_strings(tree: exp.Expression, schema: Schema) -> exp.Expression:
+    """SQLite reads ``"Batman"`` as the string 'Batman' when no column has that name; LLMs write it
+    often. Make that explicit so validation does not reject a query SQLite would run."""
+    if schema.dialect != "sqlite":
+        return tree
+    known = {c.name.lower() for t in schema.tables for c in t.columns}
+    aliases = {a.alias.lower() for a in tree.find_all(exp.Alias)}
+    for col in list(tree.find_all(exp.Column)):
+        ident = col.this
+        if (
+            isinstance(ident, exp.Identifier) and ident.quoted and not col.table
+            and ident.name.lower() not in known and ident.name.lower() not in aliases
+        ):
+            col.replace(exp.Literal.string(ident.name))
+    return tree
+
+
+def _explain_unknown_column(text: str, tree: exp.Expression, schema: Schema) -> str:
+    """Turn sqlglot's message into one that helps a model repair the query: where the column really is."""
+    import re
+
+    m = re.search(r"Column '([^']+)'|Unknown column: (\S+)", text)
+    if not m:
+        return text
+    name = (m.group(1) or m.group(2)).strip("'\"`")
+    used = sorted(referenced_tables(tree))
+    owners = [t.name for t in schema.tables if t.column(name) is not None]
+    msg = f"column '{name}' does not exist in the table(s) used ({', '.join(used)})"
+    if owners:
+        msg += f"; it is a column of: {', '.join(owners)}"
+        missing = [o for o in owners if o.lower() not in {u.lower() for u in used}]
+        if missing:
+            msg += f" (join {missing[0]})"
+    else:
+        msg += "; no table has such a column"
+    return msg

@@ -1,0 +1,152 @@
+"""The schema model every stage shares: tables, columns, keys, descriptions and sample values,
+rendered for prompts as ``CREATE TABLE`` text with ``--`` comments (as in the papers' prompts)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+_SAFE_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class Column:
+    name: str
+    type: str = ""
+    primary_key: bool = False
+    description: str = ""  # what the column means (e.g. from BIRD's database_description)
+    value_description: str = ""  # how values are coded/formatted
+    samples: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class ForeignKey:
+    columns: list[str]
+    ref_table: str
+    ref_columns: list[str]
+
+
+@dataclass
+class Table:
+    name: str
+    columns: list[Column] = field(default_factory=list)
+    foreign_keys: list[ForeignKey] = field(default_factory=list)
+    description: str = ""
+
+    def column(self, name: str) -> Column | None:
+        low = name.lower()
+        return next((c for c in self.columns if c.name.lower() == low), None)
+
+
+@dataclass
+class Schema:
+    """A database's schema. ``dialect`` is a sqlglot dialect name (``sqlite``, ``postgres``, ...)."""
+
+    name: str
+    tables: list[Table] = field(default_factory=list)
+    dialect: str = "sqlite"
+
+    def table(self, name: str) -> Table | None:
+        low = name.lower()
+        return next((t for t in self.tables if t.name.lower() == low), None)
+
+    @property
+    def table_names(self) -> list[str]:
+        return [t.name for t in self.tables]
+
+    def mapping(self) -> dict[str, dict[str, str]]:
+        """``{table: {column: type}}`` as sqlglot's optimizer wants it."""
+        return {t.name: {c.name: (c.type or "TEXT") for c in t.columns} for t in self.tables}
+
+    def subset(self, tables: Iterable[str]) -> Schema:
+        wanted = {t.lower() for t in tables}
+        return Schema(self.name, [t for t in self.tables if t.name.lower() in wanted], self.dialect)
+
+    def quote(self, name: str) -> str:
+        if _SAFE_IDENT.match(name):
+            return name
+        return exp.to_identifier(name, quoted=True).sql(dialect=self.dialect)
+
+    def to_prompt(self, *, descriptions: bool = True, samples: bool = True, max_comment: int = 160) -> str:
+        """Render as CREATE TABLE statements with ``--`` comments carrying meaning and examples."""
+        blocks = []
+        for t in self.tables:
+            lines = []
+            pk_cols = [c for c in t.columns if c.primary_key]
+            for c in t.columns:
+                decl = f"  {self.quote(c.name)} {c.type or 'TEXT'}".rstrip()
+                if c.primary_key and len(pk_cols) == 1:
+                    decl += " PRIMARY KEY"
+                notes = []
+                if descriptions:
+                    desc = _one_line(c.description)
+                    if desc and desc.lower().replace(" ", "_") != c.name.lower():
+                        notes.append(desc)
+                if samples and c.samples:
+                    notes.append("e.g. " + ", ".join(_sample(v) for v in c.samples))
+                if descriptions:
+                    vdesc = _one_line(c.value_description)
+                    vdesc = re.sub(r"^commonsense (evidence|reasoning)\s*:\s*", "", vdesc, flags=re.I)
+                    if vdesc:
+                        notes.append(vdesc)
+                comment = "; ".join(notes)
+                if len(comment) > max_comment:
+                    comment = comment[: max_comment - 3].rstrip() + "..."
+                lines.append((decl, comment))
+            if len(pk_cols) > 1:
+                lines.append((f"  PRIMARY KEY ({', '.join(self.quote(c.name) for c in pk_cols)})", ""))
+            for fk in t.foreign_keys:
+                cols = ", ".join(self.quote(c) for c in fk.columns)
+                refs = ", ".join(self.quote(c) for c in fk.ref_columns)
+                lines.append((f"  FOREIGN KEY ({cols}) REFERENCES {self.quote(fk.ref_table)}({refs})", ""))
+            body = []
+            for i, (decl, comment) in enumerate(lines):
+                sep = "," if i < len(lines) - 1 else ""
+                body.append(f"{decl}{sep} -- {comment}" if comment else f"{decl}{sep}")
+            head = f"CREATE TABLE {self.quote(t.name)} ("
+            if t.description:
+                head = f"-- {_one_line(t.description)}\n{head}"
+            blocks.append(head + "\n" + "\n".join(body) + "\n);")
+        return "\n\n".join(blocks)
+
+    @classmethod
+    def from_spider(cls, entry: dict[str, Any], dialect: str = "sqlite") -> Schema:
+        """Build from one entry of a Spider/BIRD ``tables.json`` (schema only, no data)."""
+        names = entry.get("table_names_original") or entry["table_names"]
+        cols = entry.get("column_names_original") or entry["column_names"]
+        readable = entry.get("column_names") or cols
+        types = entry.get("column_types") or []
+        tables = [Table(n) for n in names]
+        index: dict[int, tuple[Table, Column]] = {}
+        for i, (t_idx, cname) in enumerate(cols):
+            if t_idx < 0:
+                continue
+            ctype = (types[i] if i < len(types) else "").upper()
+            nice = readable[i][1] if i < len(readable) else ""
+            col = Column(cname, ctype, description=nice if nice.replace(" ", "_").lower() != cname.lower() else "")
+            tables[t_idx].columns.append(col)
+            index[i] = (tables[t_idx], col)
+        for pk in entry.get("primary_keys", []):
+            for i in pk if isinstance(pk, list) else [pk]:
+                if i in index:
+                    index[i][1].primary_key = True
+        for a, b in entry.get("foreign_keys", []):
+            if a in index and b in index:
+                (ta, ca), (tb, cb) = index[a], index[b]
+                ta.foreign_keys.append(ForeignKey([ca.name], tb.name, [cb.name]))
+        return cls(entry["db_id"], tables, dialect)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text or "").split())
+
+
+def _sample(v: Any) -> str:
+    if isinstance(v, str):
+        v = v if len(v) <= 40 else v[:37] + "..."
+        return "'" + v.replace("'", "''") + "'"
+    return str(v)

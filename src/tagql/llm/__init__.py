@@ -1,0 +1,43 @@
+"""Language models: one interface (:class:`LLM`), a local llama.cpp backend and an OpenAI-compatible one."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from tagql.config import LLMSettings, Settings, load_settings
+from tagql.llm.base import LLM, Completion, Message, Usage, system, user
+from tagql.llm.model_pack import PACKS, resolve_model_path
+
+__all__ = ["LLM", "Completion", "Message", "Usage", "system", "user", "make_llm", "PACKS"]
+
+
+def make_llm(
+    settings: Settings | LLMSettings | None = None,
+    *,
+    backend: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    cache_dir: os.PathLike[str] | str | None = None,
+) -> LLM:
+    """Build the configured model. ``backend`` overrides the configured one (``local`` / ``openai``)."""
+    full = settings if isinstance(settings, Settings) else load_settings()
+    cfg = settings if isinstance(settings, LLMSettings) else full.llm
+    chosen = backend or cfg.backend
+    if chosen == "openai":
+        from tagql.llm.openai_compat import OpenAICompatLLM
+
+        return OpenAICompatLLM(
+            cfg.base_url, cfg.openai_model, api_key=cfg.api_key or os.environ.get("OPENAI_API_KEY"),
+            temperature=cfg.temperature, seed=cfg.seed, timeout_s=cfg.request_timeout_s,
+        )
+    if chosen == "local":
+        from tagql.llm.local import LocalLLM
+
+        path = resolve_model_path(cfg.model, cache_dir or full.cache_dir, progress)
+        return LocalLLM(
+            path, n_ctx=cfg.n_ctx, n_threads=cfg.n_threads, seed=cfg.seed, temperature=cfg.temperature,
+            name=cfg.model if cfg.model in PACKS else None,
+        )
+    from tagql.errors import ConfigError
+
+    raise ConfigError(f"unknown LLM backend '{chosen}'", "use 'local' or 'openai'")

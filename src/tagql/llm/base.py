@@ -1,0 +1,85 @@
+"""The one small interface every language model backend implements.
+
+Chat messages in, text out; optionally constrained to a JSON schema (or a GBNF grammar on
+llama.cpp). Every call is accounted (calls, tokens, seconds) so answers can report their cost.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+
+
+def system(text: str) -> Message:
+    return Message("system", text)
+
+
+def user(text: str) -> Message:
+    return Message("user", text)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+
+@dataclass
+class Usage:
+    """Running totals; ``snapshot()`` then ``since(snap)`` gives the cost of one question."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, c: Completion) -> None:
+        with self._lock:
+            self.calls += 1
+            self.prompt_tokens += c.prompt_tokens
+            self.completion_tokens += c.completion_tokens
+            self.seconds += c.seconds
+
+    def snapshot(self) -> Usage:
+        return Usage(self.calls, self.prompt_tokens, self.completion_tokens, self.seconds)
+
+    def since(self, before: Usage) -> dict[str, float]:
+        return {
+            "calls": self.calls - before.calls,
+            "prompt_tokens": self.prompt_tokens - before.prompt_tokens,
+            "completion_tokens": self.completion_tokens - before.completion_tokens,
+            "seconds": round(self.seconds - before.seconds, 3),
+        }
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """What the pipeline needs from a model."""
+
+    name: str
+    usage: Usage
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int = 256,
+        json_schema: dict[str, Any] | None = None,
+        grammar: str | None = None,
+        stop: list[str] | None = None,
+    ) -> Completion:
+        """Return the model's reply. ``json_schema`` / ``grammar`` constrain the output where the
+        backend supports it (llama.cpp: both; OpenAI-compatible: ``json_schema``)."""
+        ...

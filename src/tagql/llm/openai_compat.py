@@ -1,0 +1,90 @@
+"""Any OpenAI-compatible chat-completions endpoint: vLLM, Ollama, llama.cpp server, OpenAI."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from tagql.errors import LLMOutputError, LLMUnavailable
+from tagql.llm.base import Completion, Message, Usage
+
+
+class OpenAICompatLLM:
+    def __init__(
+        self, base_url: str, model: str, *, api_key: str | None = None, temperature: float = 0.0,
+        seed: int = 0, timeout_s: float = 120.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.name = f"openai:{model}"
+        self.temperature = temperature
+        self.seed = seed
+        self.usage = Usage()
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int = 256,
+        json_schema: dict[str, Any] | None = None,
+        grammar: str | None = None,
+        stop: list[str] | None = None,
+    ) -> Completion:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "temperature": self.temperature,
+            "max_tokens": max_tokens,
+            "seed": self.seed,
+        }
+        if stop:
+            body["stop"] = stop
+        if json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": json_schema, "strict": True},
+            }
+        start = time.perf_counter()
+        try:
+            resp = self._client.post("/chat/completions", json=body)
+        except httpx.TransportError as exc:
+            raise LLMUnavailable(
+                f"cannot reach the LLM endpoint {self.base_url}: {exc.__class__.__name__}",
+                "start the server or set TAGQL_LLM__BASE_URL",
+            ) from exc
+        if resp.status_code in (401, 403):
+            raise LLMUnavailable(
+                f"the LLM endpoint {self.base_url} refused the API key (HTTP {resp.status_code})",
+                "set TAGQL_LLM__API_KEY or OPENAI_API_KEY",
+            )
+        if resp.status_code == 404:
+            raise LLMUnavailable(
+                f"the LLM endpoint {self.base_url} has no chat/completions or no model '{self.model}'",
+                "check TAGQL_LLM__BASE_URL (usually ends in /v1) and TAGQL_LLM__OPENAI_MODEL",
+            )
+        if resp.status_code >= 400:
+            raise LLMUnavailable(
+                f"the LLM endpoint answered HTTP {resp.status_code}: {resp.text[:200]!r}",
+                "check the server's log",
+            )
+        try:
+            data = resp.json()
+            text = data["choices"][0]["message"]["content"] or ""
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise LLMOutputError(
+                f"the LLM endpoint returned a malformed response: {resp.text[:200]!r}",
+                "is it OpenAI-compatible?",
+            ) from exc
+        usage = data.get("usage") or {}
+        completion = Completion(
+            text=text,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            seconds=time.perf_counter() - start,
+        )
+        self.usage.add(completion)
+        return completion

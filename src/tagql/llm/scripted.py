@@ -1,0 +1,41 @@
+"""A scripted LLM double for unit tests of prompt plumbing and parsing (never used in production).
+
+It replies from a list (or a function of the messages) and records every prompt it saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from tagql.llm.base import Completion, Message, Usage
+
+
+class ScriptedLLM:
+    name = "scripted"
+
+    def __init__(self, replies: Iterable[str] | Callable[[list[Message]], str]) -> None:
+        self._fn = replies if callable(replies) else None
+        self._replies = [] if callable(replies) else list(replies)
+        self.prompts: list[list[Message]] = []
+        self.usage = Usage()
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int = 256,
+        json_schema: dict[str, Any] | None = None,
+        grammar: str | None = None,
+        stop: list[str] | None = None,
+    ) -> Completion:
+        self.prompts.append(list(messages))
+        if self._fn is not None:
+            text = self._fn(messages)
+        elif self._replies:
+            text = self._replies.pop(0)
+        else:
+            raise AssertionError("ScriptedLLM ran out of replies")
+        c = Completion(text, sum(len(m.content) // 4 for m in messages), len(text) // 4, 0.0)
+        self.usage.add(c)
+        return c

@@ -1,0 +1,120 @@
+"""The thin pipeline joining the stages: retrieve knowledge -> synthesize query -> execute -> answer.
+
+(Routing across many databases plugs in before it; see ``tagql.routing``.)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tagql.config import Settings, load_settings
+from tagql.db.connection import Database, open_database
+from tagql.knowledge import Retriever, ScoredStatement
+from tagql.llm import make_llm
+from tagql.llm.base import LLM
+from tagql.tag.answer import generate_answer, json_value, result_values
+from tagql.tag.query import Attempt, QuerySynthesizer
+
+
+@dataclass
+class Answer:
+    """Everything one question produced. ``to_dict()`` is the ``--json`` output."""
+
+    question: str
+    database: str
+    sql: str
+    columns: list[str]
+    rows: list[list[Any]]
+    answer: str
+    values: list[Any]
+    timings: dict[str, float]
+    tokens: dict[str, float]
+    statements: list[ScoredStatement] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["statements"] = [{"text": s.text, "sql": s.sql, "score": round(s.score, 4)} for s in self.statements]
+        return d
+
+
+class TagQL:
+    """A database plus a language model. Create with :func:`connect`."""
+
+    def __init__(
+        self, db: Database, llm: LLM, *, settings: Settings | None = None, knowledge: Retriever | None = None,
+        knowledge_k: int | None = 5,
+    ) -> None:
+        self.db = db
+        self.llm = llm
+        self.settings = settings or load_settings()
+        self.knowledge = knowledge
+        self.knowledge_k = knowledge_k
+        self.synthesizer = QuerySynthesizer(
+            db, llm, max_tokens=self.settings.answer.max_sql_tokens, retries=self.settings.answer.sql_retries
+        )
+
+    @property
+    def schema(self):  # noqa: ANN201 - re-export for convenience
+        return self.db.schema
+
+    def ask(self, question: str) -> Answer:
+        question = question.strip()
+        if not question:
+            from tagql.errors import TagqlError
+
+            raise TagqlError("the question is empty", "ask something about the data")
+        t_start = time.perf_counter()
+        before = self.llm.usage.snapshot()
+        t0 = time.perf_counter()
+        statements = self.knowledge.retrieve(question, self.knowledge_k) if self.knowledge else []
+        t_retrieve = time.perf_counter() - t0
+        outcome = self.synthesizer.run(question, statements)
+        t1 = time.perf_counter()
+        text = generate_answer(question, outcome.result, self.llm, self.settings.answer)
+        t_answer = time.perf_counter() - t1
+        result = outcome.result
+        return Answer(
+            question=question,
+            database=self.db.name,
+            sql=outcome.sql,
+            columns=result.columns,
+            rows=[[json_value(v) for v in r] for r in result.rows],
+            answer=text,
+            values=result_values(result),
+            timings={
+                "retrieve_s": round(t_retrieve, 3),
+                "synthesize_s": round(outcome.llm_seconds, 3),
+                "execute_s": round(outcome.exec_seconds, 3),
+                "answer_s": round(t_answer, 3),
+                "total_s": round(time.perf_counter() - t_start, 3),
+            },
+            tokens=self.llm.usage.since(before),
+            statements=statements,
+            attempts=outcome.attempts,
+            notes=list(result.notes),
+            truncated=result.truncated,
+        )
+
+
+def connect(
+    db: str | Path | Database,
+    llm: str | LLM | None = None,
+    *,
+    settings: Settings | None = None,
+    knowledge: Retriever | None = None,
+    descriptions: str | Path | None = None,
+) -> TagQL:
+    """Open ``db`` (SQLite path or SQLAlchemy URL) with ``llm`` (``"local"``, ``"openai"``, an
+    :class:`~tagql.llm.LLM`, or None for the configured default)."""
+    settings = settings or load_settings()
+    database = db if isinstance(db, Database) else open_database(
+        db, settings=settings.db, descriptions_dir=descriptions
+    )
+    model = llm if (llm is not None and not isinstance(llm, str)) else make_llm(settings, backend=llm)
+    return TagQL(database, model, settings=settings, knowledge=knowledge)

@@ -1,0 +1,1 @@
+"""Schema routing over many databases (DBCopilot): schema graph, synthetic questions, router."""

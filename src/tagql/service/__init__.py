@@ -1,0 +1,1 @@
+"""HTTP service (FastAPI) over the pipeline."""

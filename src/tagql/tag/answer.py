@@ -1,0 +1,93 @@
+"""Answer generation: the LM answers the question from the result table, within a token budget.
+
+Large results are never silently truncated: the prompt says how many rows/columns there are,
+summarises each column, and shows the first rows that fit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+from typing import Any
+
+from tagql.config import AnswerSettings
+from tagql.db.connection import Result
+from tagql.llm.base import LLM, system, user
+from tagql.tag import prompts
+
+
+def json_value(v: Any) -> Any:
+    """A JSON-safe version of a database value."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else str(v)
+    if isinstance(v, decimal.Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, (dt.date, dt.datetime, dt.time)):
+        return v.isoformat()
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).hex()
+    return str(v)
+
+
+def result_values(result: Result) -> list[Any]:
+    """Machine-readable values: a flat list for one column, else a list of rows."""
+    if len(result.columns) == 1:
+        return [json_value(r[0]) for r in result.rows]
+    return [[json_value(v) for v in r] for r in result.rows]
+
+
+def _cell(v: Any, limit: int = 200) -> str:
+    s = "NULL" if v is None else str(json_value(v))
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def describe_shape(result: Result) -> str:
+    """One line per column: type of values, distinct count, numeric range."""
+    lines = []
+    for i, col in enumerate(result.columns):
+        vals = [r[i] for r in result.rows if r[i] is not None]
+        nums = [v for v in vals if isinstance(v, (int, float, decimal.Decimal)) and not isinstance(v, bool)]
+        desc = f"- {col}: {len(set(map(str, vals)))} distinct non-null values"
+        if nums and len(nums) == len(vals):
+            desc += f", min {min(nums)}, max {max(nums)}"
+        lines.append(desc)
+    return "\n".join(lines)
+
+
+def format_data_points(result: Result, settings: AnswerSettings) -> str:
+    """Rows as the TAG paper's "Data Point i: - col: value" list, cut to the budget with a note."""
+    n = len(result.rows)
+    points: list[str] = []
+    used = 0
+    for i, row in enumerate(result.rows[: settings.max_rows_in_prompt]):
+        text = f"Data Point {i + 1}:\n" + "\n".join(f"- {c}: {_cell(v)}" for c, v in zip(result.columns, row))
+        if used + len(text) > settings.max_chars_in_prompt and points:
+            break
+        points.append(text)
+        used += len(text)
+    shown = len(points)
+    total = f"at least {n} (the result was cut at the row cap)" if result.truncated else str(n)
+    if shown < n or result.truncated:
+        header = (
+            f"The query returned {total} rows and {len(result.columns)} columns; only the first {shown} are "
+            f"shown. Column summary over the {n} fetched rows:\n{describe_shape(result)}\n"
+        )
+        return header + "\n" + "\n".join(points)
+    return "\n".join(points)
+
+
+def generate_answer(question: str, result: Result, llm: LLM, settings: AnswerSettings) -> str:
+    """Ask the LM for a short answer grounded in the rows. The schema is deliberately left out:
+    with it, small models "correct" ids into names they saw in the schema's examples."""
+    if not result.rows:
+        return "The query returned no rows, so the database has no data matching the question."
+    data = format_data_points(result, settings)
+    messages = [system(prompts.ANSWER_SYSTEM), user(prompts.answer_user_prompt(question, result.sql, data))]
+    reply = llm.complete(messages, max_tokens=settings.max_answer_tokens)
+    text = reply.text.strip()
+    if not text:
+        return "(the model gave no answer; see the rows)"
+    return text

@@ -1,0 +1,62 @@
+"""Prompt texts. The schema goes first and is identical for SQL and answer generation, so
+llama.cpp reuses its processed prefix across both calls and across questions on one database."""
+
+from __future__ import annotations
+
+from tagql.knowledge import ScoredStatement
+
+DIALECT_NAMES = {
+    "sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MySQL", "tsql": "SQL Server", "oracle": "Oracle",
+    "duckdb": "DuckDB", "snowflake": "Snowflake", "bigquery": "BigQuery",
+}
+
+
+def dialect_name(dialect: str) -> str:
+    return DIALECT_NAMES.get(dialect, dialect)
+
+
+def system_prompt(db_name: str, schema_text: str) -> str:
+    """The domain-knowledge paper's SQL-generation system prompt (DBA persona + schema)."""
+    return (
+        "You are a database administrator. You have designed the following database for "
+        f"{db_name} whose schema is represented as:\n{schema_text}"
+    )
+
+
+def sql_user_prompt(question: str, statements: list[ScoredStatement], dialect: str) -> str:
+    parts = [f"Query: {question}"]
+    if statements:
+        listed = "\n".join(f"- {s.render()}" for s in statements)
+        parts.append(
+            "Domain Knowledge statements, some of which might or might not be useful to generate the query:\n"
+            + listed
+        )
+    parts.append(
+        f"Generate a single SQL in {dialect_name(dialect)} format for the above query. Do not include any "
+        "extra text, tag or information other than the SQL query itself.\nSQL:"
+    )
+    return "\n".join(parts)
+
+
+def repair_prompt(error: str, dialect: str) -> str:
+    return (
+        f"That SQL failed: {error}\n"
+        f"Write a corrected single {dialect_name(dialect)} SQL query for the same question, using only tables "
+        "and columns from the schema. Output only the SQL.\nSQL:"
+    )
+
+
+ANSWER_SYSTEM = (
+    "You answer questions about a database using only the query result you are given. "
+    "You never add facts that are not in the data points."
+)
+
+
+def answer_user_prompt(question: str, sql: str, data: str) -> str:
+    """The TAG paper's answer-generation prompt (appendix B.2), asking for a short plain answer."""
+    return (
+        "You will be given a list of data points and a question. Use the data points to answer the question. "
+        "Answer in one or two short sentences of plain English, stating the values. If the data points do "
+        "not answer the question, say so. Do not invent values.\n\n"
+        f"The data points are the result of this SQL query: {sql}\n\n{data}\n\nQuestion: {question}\nAnswer:"
+    )

@@ -1,0 +1,146 @@
+"""Query synthesis: question (+ domain statements) -> one validated SQL query -> rows.
+
+The LLM writes SQL; we extract it, check it is a single read-only query in the target dialect,
+validate every table/column against the real schema, and execute it. On a validation or
+execution error the LLM gets one more try with the error message (configurable).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot.errors import ParseError, TokenError
+
+from tagql.db.connection import Database, Result
+from tagql.db.safety import fix_sqlite_double_quoted_strings, parse_read_only, validate_against_schema
+from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery
+from tagql.knowledge import ScoredStatement
+from tagql.llm.base import LLM, Message, system, user
+from tagql.tag import prompts
+
+_FENCE = re.compile(r"```(?:sql|sqlite|postgresql|postgres|mysql)?\s*\n?(.*?)```", re.S | re.I)
+_START = re.compile(r"\b(WITH|SELECT)\b", re.I)
+
+
+def extract_sql(text: str) -> str:
+    """Pull one SQL statement out of an LLM reply (code fences, leading prose, trailing notes)."""
+    fenced = _FENCE.findall(text)
+    candidate = fenced[0] if fenced else text
+    if not fenced and "```" in candidate:  # an unterminated fence
+        candidate = candidate.split("```", 1)[1]
+        candidate = re.sub(r"^(sql|sqlite)\s*\n", "", candidate, flags=re.I)
+    m = _START.search(candidate)
+    if not m:
+        raise LLMOutputError(f"the LLM reply contains no SQL query: {text.strip()[:120]!r}")
+    sql = candidate[m.start():]
+    # keep the first statement: cut at a semicolon outside quotes, or at a blank line followed by prose
+    sql = _first_statement(sql)
+    sql = re.split(r"\n\s*\n(?=[A-Z][a-z]+\b(?! JOIN))", sql)[0]
+    return sql.strip().rstrip(";").strip()
+
+
+def _first_statement(sql: str) -> str:
+    quote: str | None = None
+    for i, ch in enumerate(sql):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in ("'", '"', "`"):
+            quote = ch
+        elif ch == ";":
+            rest = sql[i + 1:].strip()
+            # a second statement stays (the safety check rejects it); trailing prose is cut
+            if _START.match(rest) or re.match(r"(DROP|DELETE|UPDATE|INSERT|ATTACH|PRAGMA|CREATE|ALTER)\b", rest, re.I):
+                return sql
+            return sql[:i]
+    return sql
+
+
+@dataclass
+class Attempt:
+    sql: str
+    error: str | None = None
+
+
+@dataclass
+class QueryOutcome:
+    sql: str
+    result: Result
+    attempts: list[Attempt] = field(default_factory=list)
+    llm_seconds: float = 0.0
+    exec_seconds: float = 0.0
+
+
+def prepare_sql(sql: str, db: Database) -> str:
+    """Check and normalise ``sql`` for ``db``: read-only, right dialect, known tables/columns.
+
+    SQL written in SQLite style for a server database is transpiled with sqlglot.
+    Returns the SQL to execute."""
+    schema = db.schema
+    try:
+        tree = parse_read_only(sql, db.dialect)
+    except InvalidQuery:
+        if db.dialect == "sqlite":
+            raise
+        try:  # small models often write SQLite/MySQL flavour whatever they are told
+            translated = sqlglot.transpile(sql, read="sqlite", write=db.dialect)[0]
+        except (ParseError, TokenError, IndexError):
+            raise
+        tree = parse_read_only(translated, db.dialect)
+        sql = translated
+    before = tree.sql(dialect=db.dialect)
+    tree = fix_sqlite_double_quoted_strings(tree, schema)
+    validate_against_schema(tree, schema)
+    after = tree.sql(dialect=db.dialect)
+    return after if after != before else sql
+
+
+class QuerySynthesizer:
+    def __init__(self, db: Database, llm: LLM, *, max_tokens: int = 384, retries: int = 1) -> None:
+        self.db = db
+        self.llm = llm
+        self.max_tokens = max_tokens
+        self.retries = retries
+
+    def system_message(self) -> Message:
+        return system(prompts.system_prompt(self.db.name, self.db.schema.to_prompt()))
+
+    def run(self, question: str, statements: list[ScoredStatement] | None = None) -> QueryOutcome:
+        messages = [
+            self.system_message(),
+            user(prompts.sql_user_prompt(question, statements or [], self.db.dialect)),
+        ]
+        attempts: list[Attempt] = []
+        llm_s = exec_s = 0.0
+        last_error: TagqlError | None = None
+        for _ in range(self.retries + 1):
+            t0 = time.perf_counter()
+            reply = self.llm.complete(messages, max_tokens=self.max_tokens)
+            llm_s += time.perf_counter() - t0
+            raw_sql = reply.text.strip()
+            try:
+                raw_sql = extract_sql(reply.text)
+                sql = prepare_sql(raw_sql, self.db)
+                t1 = time.perf_counter()
+                try:
+                    result = self.db.execute(sql)
+                finally:
+                    exec_s += time.perf_counter() - t1
+            except QueryTimeout:
+                raise
+            except (LLMOutputError, InvalidQuery, UnsafeQuery, QueryFailed) as exc:
+                attempts.append(Attempt(raw_sql, exc.one_line()))
+                last_error = exc
+                messages = messages + [
+                    Message("assistant", reply.text.strip() or "(empty)"),
+                    user(prompts.repair_prompt(exc.one_line(), self.db.dialect)),
+                ]
+                continue
+            attempts.append(Attempt(sql))
+            return QueryOutcome(sql, result, attempts, llm_s, exec_s)
+        assert last_error is not None
+        last_error.attempts = attempts  # type: ignore[attr-defined]
+        raise last_error
