@@ -72,6 +72,8 @@ class Settings(BaseSettings):
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
     cache_dir: Path = Field(default_factory=user_cache_dir)
     knowledge_dir: Path = Field(default_factory=lambda: user_config_dir() / "knowledge")
+    # routing collections (schema graph, synthetic questions, router index), one folder per name
+    collections_dir: Path = Field(default_factory=lambda: user_cache_dir() / "collections")
 
     @classmethod
     def settings_customise_sources(
