@@ -1,0 +1,175 @@
+"""Evidence-F1 benchmark of knowledge retrieval (the paper's protocol, corrected statements).
+
+For each of the 11 BIRD dev databases the repository is the union of the DBA-screened structured
+statements (``generic_evidence``) of ``Templatized_Domain_Statement/<db>_set1.json``; every question
+with >= 1 gold statement (711) retrieves top-K, K = its number of gold statements; F1 against the
+gold set; macro over questions. All methods run side by side; also retrieval latency (p50/p95) on
+the largest repository and on a synthetic 20,000-statement one.
+
+    nice -n 10 python bench/knowledge_evidence_f1.py [--data ../shared/data] [--methods ...] [--no-latency]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tagql.embeddings import default_embedder
+from tagql.knowledge.canon import canonicalise
+from tagql.knowledge.importer import load_set1, structured_or_raw
+from tagql.knowledge.retrieval import Corpus, IndexRetriever, make_method
+
+DBS = ["california_schools", "card_games", "codebase_community", "debit_card_specializing",
+       "european_football_2", "financial", "formula_1", "student_club", "superhero",
+       "thrombosis_prediction", "toxicology"]
+METHODS = ["none", "all", "bm25", "dense", "sbr", "hybrid"]
+
+
+class CachingEmbedder:
+    """Memoises texts across methods (the F1 part only; latency uses the real embedder)."""
+
+    def __init__(self, inner) -> None:  # noqa: ANN001
+        self.inner, self.name, self.dim, self.cache = inner, inner.name, inner.dim, {}
+
+    def embed(self, texts: list[str], batch_size: int = 128) -> np.ndarray:
+        todo = list(dict.fromkeys(t for t in texts if t not in self.cache))
+        if todo:
+            for t, v in zip(todo, self.inner.embed(todo, batch_size=batch_size)):
+                self.cache[t] = v
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self.cache[t] for t in texts])
+
+
+def build_corpus(statements: list[str], embedder) -> Corpus:  # noqa: ANN001
+    parts = [structured_or_raw(s) for s in statements]
+    texts = [p.text for p in parts]
+    emb = embedder.embed([canonicalise(t) for t in texts])
+    return Corpus(texts=texts, sqls=[p.sql for p in parts], embeddings=emb)
+
+
+def f1(pred: list[str], gold: set[str]) -> float:
+    if not gold:
+        return 0.0
+    tp = len(set(pred) & gold)
+    if tp == 0:
+        return 0.0
+    p, r = tp / len(set(pred)), tp / len(gold)
+    return 2 * p * r / (p + r)
+
+
+def parse_method(spec: str) -> tuple[str, str, dict]:
+    """'sbr' or 'sbr:n=3' or 'hybrid:w_bm25=0.5,n=1' -> (label, name, params)."""
+    name, _, rest = spec.partition(":")
+    params = {}
+    for kv in filter(None, rest.split(",")):
+        k, v = kv.split("=")
+        params[k] = float(v) if "." in v else int(v)
+    return spec, name, params
+
+
+def evidence_f1(data: Path, methods: list[str], embedder) -> dict:  # noqa: ANN001
+    per_db: dict[str, dict[str, float]] = {}
+    allq: dict[str, list[float]] = {m: [] for m in methods}
+    for db in DBS:
+        items = load_set1(data, db)
+        repo = list(dict.fromkeys(s for it in items for s in it.gold))
+        corpus = build_corpus(repo, embedder)
+        key = [f"'{t}' refers to {s}" for t, s in zip(corpus.texts, corpus.sqls)]
+        ident = {k: r for k, r in zip(key, repo)}
+        per_db[db] = {"questions": sum(1 for it in items if it.gold), "statements": len(repo)}
+        for spec in methods:
+            _, name, params = parse_method(spec)
+            ret = IndexRetriever(corpus, make_method(name, **params), embedder=embedder)
+            scores = []
+            for it in items:
+                if not it.gold:
+                    continue
+                got = ret.retrieve(it.question, k=len(it.gold))
+                pred = [ident[f"'{g.text}' refers to {g.sql}"] for g in got]
+                scores.append(f1(pred, set(it.gold)))
+            per_db[db][spec] = float(np.mean(scores))
+            allq[spec].extend(scores)
+    macro = {m: float(np.mean(v)) for m, v in allq.items()}
+    return {"macro_f1": macro, "per_db": per_db, "questions": len(allq[methods[0]])}
+
+
+def latency(data: Path, methods: list[str], n_questions: int, synthetic: int) -> dict:
+    emb = default_embedder()  # no cache: what a user sees
+    items = [it for it in load_set1(data, "thrombosis_prediction") if it.gold]
+    repo = list(dict.fromkeys(s for it in items for s in it.gold))
+    questions = [it.question for it in items][:n_questions]
+    out: dict[str, dict] = {}
+    corpus = build_corpus(repo, emb)
+    # synthetic large repository: the 11 real repositories' statements, recombined with random
+    # words from all questions so texts are distinct and realistic in length
+    rng = random.Random(0)
+    allst = []
+    for db in DBS:
+        allst += [s for it in load_set1(data, db) for s in it.gold]
+    vocab = [w for db in DBS for it in load_set1(data, db) for w in it.question.split()]
+    big_parts = [structured_or_raw(s) for s in allst]
+    texts, sqls = [], []
+    while len(texts) < synthetic:
+        p = rng.choice(big_parts)
+        extra = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 3)))
+        texts.append(f"{p.text} {extra}".strip())
+        sqls.append(p.sql)
+    t0 = time.perf_counter()
+    big_emb = emb.embed([canonicalise(t) for t in texts], batch_size=256)
+    build_s = time.perf_counter() - t0
+    big = Corpus(texts=texts, sqls=sqls, embeddings=big_emb)
+    for label, c in (("repo_188", corpus), (f"repo_{synthetic}", big)):
+        out[label] = {"statements": len(c)}
+        for spec in methods:
+            _, name, params = parse_method(spec)
+            ret = IndexRetriever(c, make_method(name, **params), embedder=emb)
+            ret.retrieve(questions[0], k=4)  # warm-up
+            ts = []
+            for q in questions:
+                t = time.perf_counter()
+                ret.retrieve(q, k=4)
+                ts.append((time.perf_counter() - t) * 1000)
+            out[label][spec] = {"p50_ms": float(np.percentile(ts, 50)), "p95_ms": float(np.percentile(ts, 95))}
+    out["synthetic_embed_build_s"] = build_s
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "data")
+    ap.add_argument("--methods", nargs="+", default=METHODS)
+    ap.add_argument("--no-latency", action="store_true")
+    ap.add_argument("--latency-questions", type=int, default=60)
+    ap.add_argument("--synthetic", type=int, default=20000)
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "knowledge_evidence_f1.json")
+    a = ap.parse_args()
+    t0 = time.time()
+    res = evidence_f1(a.data, a.methods, CachingEmbedder(default_embedder()))
+    print(f"evidence F1 (macro over {res['questions']} questions), embedder all-MiniLM-L6-v2")
+    hdr = f"{'database':26s} {'#q':>4s} {'#st':>4s} " + " ".join(f"{m[:12]:>12s}" for m in a.methods)
+    print(hdr)
+    for db, r in res["per_db"].items():
+        print(f"{db:26s} {r['questions']:4d} {r['statements']:4d} " + " ".join(f"{r[m]:12.3f}" for m in a.methods))
+    print(f"{'MACRO':26s} {res['questions']:4d} {'':4s} " + " ".join(f"{res['macro_f1'][m]:12.3f}" for m in a.methods))
+    if not a.no_latency:
+        lat = latency(a.data, a.methods, a.latency_questions, a.synthetic)
+        res["latency"] = lat
+        print(f"\nretrieval latency per question (ms, p50/p95, {a.latency_questions} questions, k=4)")
+        for label in [k for k in lat if k.startswith("repo_")]:
+            print(f"{label:14s} " + " ".join(f"{m[:12]:>12s}" for m in a.methods))
+            print(f"{'':14s} " + " ".join(f"{lat[label][m]['p50_ms']:5.1f}/{lat[label][m]['p95_ms']:<6.1f}" for m in a.methods))
+    res["seconds"] = time.time() - t0
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(res, indent=2))
+    print(f"wrote {a.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

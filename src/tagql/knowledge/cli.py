@@ -1,0 +1,295 @@
+"""``tagql knowledge ...``: add, review, list, retrieve, import the paper's data, set exemplars.
+
+A store is one SQLite file per database: ``--store PATH``, or by default
+``<knowledge_dir>/<db name>.kb`` (``knowledge_dir`` from the config, next to the user's config file).
+``--db`` is a database path/URL, or a BIRD/Spider ``tables.json`` with ``--db-id NAME``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tagql.errors import TagqlError
+from tagql.knowledge.retrieval import DEFAULT_METHOD, METHODS, UnknownMethod
+from tagql.knowledge.store import STATUSES, KnowledgeBase, KnowledgeStoreError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Domain knowledge: expert statements per database.")
+out = Console()
+err = Console(stderr=True)
+
+
+def _fail(exc: BaseException) -> None:
+    msg = exc.one_line() if isinstance(exc, TagqlError) else f"{exc.__class__.__name__}: {exc}"
+    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+class _errors:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, et, ev, tb) -> bool:  # noqa: ANN001
+        if isinstance(ev, TagqlError):
+            _fail(ev)
+        if isinstance(ev, KeyboardInterrupt):
+            err.print("interrupted")
+            raise typer.Exit(130)
+        return False
+
+
+def load_schema(db: str, db_id: str | None) -> tuple[str, Any]:
+    """(database name, Schema) from a database path/URL or a tables.json + db id."""
+    p = Path(db).expanduser()
+    if p.suffix.lower() == ".json":
+        if not db_id:
+            raise KnowledgeStoreError("--db with a tables.json needs --db-id NAME")
+        try:
+            entries = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise KnowledgeStoreError(f"cannot read schemas from {p}: {exc}") from None
+        entry = next((e for e in entries if e.get("db_id") == db_id), None)
+        if entry is None:
+            raise KnowledgeStoreError(f"no database {db_id!r} in {p}")
+        from tagql.db.schema import Schema
+
+        return db_id, Schema.from_spider(entry)
+    from tagql.config import load_settings
+    from tagql.db import open_database
+
+    database = open_database(db, settings=load_settings().db)
+    return db_id or database.name, database.schema
+
+
+def store_path(store: Path | None, name: str | None) -> Path:
+    if store is not None:
+        return store
+    if not name:
+        raise KnowledgeStoreError("give --store PATH or --db")
+    from tagql.config import load_settings
+
+    return load_settings().knowledge_dir / f"{name}.kb"
+
+
+def open_kb(store: Path | None, db: str | None, db_id: str | None, *, create: bool) -> KnowledgeBase:
+    if db:
+        name, schema = load_schema(db, db_id)
+        return KnowledgeBase.open(store_path(store, name), create=create, db_id=name, schema=schema)
+    return KnowledgeBase.open(store_path(store, db_id), create=False)
+
+
+StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="knowledge store file (default: per database in knowledge_dir)")]
+DbOpt = Annotated[Optional[str], typer.Option("--db", help="database path/URL, or a tables.json (with --db-id)")]
+DbIdOpt = Annotated[Optional[str], typer.Option("--db-id", help="database name inside a tables.json")]
+
+
+@app.command()
+def add(
+    statement: Annotated[Optional[list[str]], typer.Argument(help="NL statement(s)")] = None,
+    db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None,
+    file: Annotated[Optional[Path], typer.Option("--file", help="one statement per line")] = None,
+    structured: Annotated[bool, typer.Option("--structured", help="input is already \"'x' refers to y\"")] = False,
+    approved: Annotated[bool, typer.Option("--approved", help="already reviewed: store as approved")] = False,
+    author: Annotated[str, typer.Option("--author")] = "",
+    llm: Annotated[Optional[str], typer.Option("--llm", help="local | openai (structuring)")] = None,
+) -> None:
+    """Add statements; NL ones are structured by the LLM and validated against the schema."""
+    with _errors():
+        items = list(statement or [])
+        if file is not None:
+            try:
+                items += [ln.strip() for ln in file.read_text().splitlines() if ln.strip()]
+            except OSError as exc:
+                raise KnowledgeStoreError(f"cannot read {file}: {exc.strerror}") from None
+        if not items:
+            raise KnowledgeStoreError("nothing to add", "pass a statement or --file")
+        if not db and store is None:
+            raise KnowledgeStoreError("add needs --db (the statements are about a database)")
+        kb = open_kb(store, db, db_id, create=True)
+        if structured:
+            ids = kb.add_structured(items, status="approved" if approved else "proposed", author=author)
+        else:
+            from tagql.config import load_settings
+            from tagql.llm import make_llm
+            from tagql.knowledge.structuring import Structurer
+
+            settings = load_settings()
+            with err.status("loading the language model..."):
+                model = make_llm(settings, backend=llm)
+            structurer = Structurer(model, kb.schema, kb.exemplars())
+            ids = kb.add_nl(items, structurer, author=author, approve_valid=approved)
+        for s in (kb.get(i) for i in ids):
+            note = f"  [yellow]({s.reason})[/]" if s.reason else ""
+            out.print(f"#{s.id} [{s.status}] {s.structured}{note}", highlight=False, soft_wrap=True)
+        err.print(f"{len(ids)} statement(s) stored in {kb.path}")
+
+
+@app.command("list")
+def list_(
+    db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None,
+    status: Annotated[Optional[str], typer.Option("--status", help="proposed | approved | rejected")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
+) -> None:
+    """List statements with their NL original, structured form and status."""
+    with _errors():
+        if status and status not in STATUSES:
+            raise KnowledgeStoreError(f"unknown status {status!r}", "use proposed, approved or rejected")
+        kb = open_kb(store, db, db_id, create=False)
+        rows = kb.list(status)
+        if as_json:
+            for s in rows:
+                sys.stdout.write(json.dumps(s.to_dict()) + "\n")
+            return
+        t = Table(show_header=True, header_style="bold")
+        for c in ("id", "status", "NL statement", "structured", "note"):
+            t.add_column(c, overflow="fold")
+        for s in rows:
+            t.add_row(str(s.id), s.status, s.nl, s.structured, s.reason)
+        out.print(t)
+        err.print(", ".join(f"{k}: {v}" for k, v in kb.count().items()))
+
+
+@app.command()
+def review(
+    db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None,
+    approve: Annotated[Optional[list[int]], typer.Option("--approve", help="approve statement ID")] = None,
+    reject: Annotated[Optional[list[int]], typer.Option("--reject", help="reject statement ID")] = None,
+    edit: Annotated[Optional[int], typer.Option("--edit", help="edit statement ID (with --text/--sql)")] = None,
+    text: Annotated[Optional[str], typer.Option("--text")] = None,
+    sql: Annotated[Optional[str], typer.Option("--sql")] = None,
+    delete: Annotated[Optional[list[int]], typer.Option("--delete", help="delete statement ID")] = None,
+    reason: Annotated[str, typer.Option("--reason")] = "",
+) -> None:
+    """Review proposed statements: interactively, or with --approve/--reject/--edit/--delete IDs."""
+    with _errors():
+        kb = open_kb(store, db, db_id, create=False)
+        scripted = bool(approve or reject or edit is not None or delete)
+        for i in approve or []:
+            _show(kb.approve(i))
+        for i in reject or []:
+            _show(kb.reject(i, reason))
+        if edit is not None:
+            if text is None and sql is None:
+                raise KnowledgeStoreError("--edit needs --text and/or --sql")
+            _show(kb.edit(edit, text=text, sql=sql))
+        for i in delete or []:
+            kb.delete(i)
+            out.print(f"#{i} deleted")
+        if scripted:
+            return
+        pending = kb.list("proposed")
+        if not pending:
+            out.print("no proposed statements")
+            return
+        for s in pending:
+            out.rule(f"#{s.id}")
+            out.print(f"[bold]NL:[/]         {s.nl}", highlight=False)
+            out.print(f"[bold]structured:[/] {s.structured}", highlight=False)
+            if s.reason:
+                out.print(f"[yellow]problem:[/]    {s.reason}", highlight=False)
+            while True:
+                choice = typer.prompt("[a]pprove, [r]eject, [e]dit, [s]kip, [q]uit", default="s").strip().lower()[:1]
+                if choice == "a":
+                    _show(kb.approve(s.id))
+                elif choice == "r":
+                    _show(kb.reject(s.id, typer.prompt("reason", default="")))
+                elif choice == "e":
+                    new_text = typer.prompt("text", default=s.text)
+                    new_sql = typer.prompt("sql", default=s.sql)
+                    s = kb.edit(s.id, text=new_text, sql=new_sql)
+                    _show(s)
+                    continue
+                elif choice == "q":
+                    return
+                break
+
+
+def _show(s: Any) -> None:
+    note = f"  [yellow]({s.reason})[/]" if s.reason else ""
+    out.print(f"#{s.id} [{s.status}] {s.structured}{note}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def retrieve(
+    store: Annotated[Path, typer.Option("--store", help="knowledge store file")],
+    method: Annotated[str, typer.Option("--method", help="|".join(METHODS))] = DEFAULT_METHOD,
+    k: Annotated[int, typer.Option("--k", min=0)] = 4,
+    jsonl: Annotated[bool, typer.Option("--jsonl", help="read JSON lines with 'question' from stdin")] = False,
+    question: Annotated[Optional[str], typer.Argument(help="one question (without --jsonl)")] = None,
+    all_statuses: Annotated[bool, typer.Option("--all-statuses", help="also proposed statements")] = False,
+) -> None:
+    """Retrieve statements per question; with --jsonl, one JSON line out per line in, in order."""
+    with _errors():
+        if method not in METHODS:
+            raise UnknownMethod(f"unknown retrieval method {method!r}")
+        kb = KnowledgeBase.open(store, create=False)
+        statuses = ("approved", "proposed") if all_statuses else ("approved",)
+        ret = kb.retriever(method, statuses=statuses, k=k)
+        ret.refresh()  # load models and the index once, before reading input
+        if not jsonl:
+            if not question:
+                raise KnowledgeStoreError("give a QUESTION or --jsonl")
+            for s in ret.retrieve(question, k):
+                out.print(f"{s.score:.3f}  {s.render()}", highlight=False, soft_wrap=True)
+            return
+        for n, line in enumerate(sys.stdin, 1):
+            if not line.strip():
+                continue
+            try:
+                q = json.loads(line)["question"]
+                if not isinstance(q, str):
+                    raise TypeError("question is not a string")
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise KnowledgeStoreError(f"input line {n}: expected a JSON object with a 'question' string ({exc})") from None
+            got = ret.retrieve(q, k)
+            rec = {"question": q, "statements": [{"text": s.text, "sql": s.sql, "score": s.score} for s in got]}
+            sys.stdout.write(json.dumps(rec) + "\n")
+            sys.stdout.flush()
+
+
+@app.command("import-paper")
+def import_paper(
+    data: Annotated[Path, typer.Option("--data", help="the shared data folder (has domain_knowledge/)")],
+    out_dir: Annotated[Path, typer.Option("--out", help="folder for one <db>.kb per database")],
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="database name(s); default: all 11")] = None,
+    nl: Annotated[bool, typer.Option("--nl", help="structure the NL statements with the LLM instead")] = False,
+    llm: Annotated[Optional[str], typer.Option("--llm")] = None,
+) -> None:
+    """Build one store per BIRD database from the paper's IN-set statements (set1 files)."""
+    with _errors():
+        from tagql.knowledge.importer import PAPER_DBS, import_database
+
+        model = None
+        if nl:
+            from tagql.config import load_settings
+            from tagql.llm import make_llm
+
+            model = make_llm(load_settings(), backend=llm)
+        for name in only or PAPER_DBS:
+            kb, n = import_database(data, name, out_dir / f"{name}.kb", llm=model)
+            out.print(f"{name}: {n} statements -> {kb.path} ({', '.join(f'{k} {v}' for k, v in kb.count().items())})")
+
+
+@app.command()
+def exemplars(
+    db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None,
+    file: Annotated[Optional[Path], typer.Option("--file", help="JSON list of {nl, structured}")] = None,
+) -> None:
+    """Show, or set with --file, the per-database few-shot exemplars used for structuring."""
+    with _errors():
+        from tagql.knowledge.structuring import exemplars_from_json
+
+        kb = open_kb(store, db, db_id, create=False)
+        if file is not None:
+            try:
+                kb.set_exemplars(exemplars_from_json(file.read_text()))
+            except OSError as exc:
+                raise KnowledgeStoreError(f"cannot read {file}: {exc.strerror}") from None
+        for e in kb.exemplars():
+            out.print(f"{e.nl}\n  -> {e.structured}", highlight=False)

@@ -1,0 +1,58 @@
+"""The structured statement form "'<text>' refers to <SQL snippet>" and its parser.
+
+Why a tolerant parser: the paper's DBA-screened data has hand-written variants ("refres to",
+quotes around only part of the text, a missing "to", ...). The text part is what retrieval
+matches, so we keep all of the left side (quotes removed) rather than only the quoted span.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tagql.errors import TagqlError
+
+
+class StatementError(TagqlError):
+    """A statement is empty, unparseable, or not about this database."""
+
+
+_REFERS = re.compile(r"\s*\b(?:refers|refres|rfers|refer|means|is represented by)\b(?:\s+to\b)?\s*", re.I)
+_TO = re.compile(r"'\s+(?:to|is)\s+", re.I)
+_QUOTES = "'\"`‘’“”"
+
+
+@dataclass(frozen=True)
+class Structured:
+    text: str
+    sql: str
+
+    def render(self) -> str:
+        return f"'{self.text}' refers to {self.sql}" if self.sql else self.text
+
+
+def _clean_text(text: str) -> str:
+    text = " ".join(text.split())
+    text = text.strip().rstrip(",:;")
+    # drop quotes that delimit the phrase, keep apostrophes inside words ("member's")
+    text = re.sub(r"(^|\s)['\"`‘’“”]+|['\"`‘’“”]+(?=\s|$|,)", r"\1", text)
+    return text.strip().strip(_QUOTES).strip()
+
+
+def parse_structured(statement: str) -> Structured:
+    """Split "'x' refers to y" into (x, y). Raises StatementError if there is no mapping."""
+    s = " ".join((statement or "").split())
+    if not s:
+        raise StatementError("empty statement")
+    m = _REFERS.search(s)
+    if m is None or m.start() == 0:
+        m2 = _TO.search(s)
+        if m2 is None:
+            raise StatementError(f"not a structured statement (expected \"'text' refers to SQL\"): {s[:80]!r}")
+        left, right = s[: m2.start() + 1], s[m2.end():]
+    else:
+        left, right = s[: m.start()], s[m.end():]
+    text, sql = _clean_text(left), right.strip().rstrip(".").strip()
+    if not text or not sql:
+        raise StatementError(f"structured statement lacks a text or an SQL part: {s[:80]!r}")
+    return Structured(text, sql)

@@ -1,0 +1,427 @@
+"""The knowledge store: one SQLite file per database, holding its statements and their embeddings.
+
+Why SQLite: a single file a DBA can copy, transactions, and WAL so that the CLI, the web service
+and a batch import can write at the same time without losing statements (``BEGIN IMMEDIATE`` +
+``busy_timeout``). Every row keeps its own embedding of the canonical text part, so an add, edit
+or delete touches only that row; each write bumps a store revision, and a live retriever pulls only
+the rows changed since the revision it last saw (incremental index, no full rebuild).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tagql.embeddings import Embedder
+from tagql.errors import TagqlError
+from tagql.knowledge import ScoredStatement
+from tagql.knowledge.canon import canonicalise
+from tagql.knowledge.retrieval import DEFAULT_METHOD, Corpus, IndexRetriever, Method, make_method
+from tagql.knowledge.statements import StatementError, Structured, parse_structured
+from tagql.knowledge.validate import snippet_problem
+
+STATUSES = ("proposed", "approved", "rejected")
+SCHEMA_VERSION = 1
+MAX_STATEMENT_CHARS = 4000
+
+
+class KnowledgeStoreError(TagqlError):
+    """The store file is missing, not a knowledge store, or an operation on it is invalid."""
+
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS statements (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    nl TEXT NOT NULL DEFAULT '',
+    text TEXT NOT NULL,
+    sql TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL CHECK (status IN ('proposed', 'approved', 'rejected')),
+    reason TEXT NOT NULL DEFAULT '',
+    author TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    rev INTEGER NOT NULL,
+    embed_model TEXT NOT NULL DEFAULT '',
+    embedding BLOB
+);
+CREATE INDEX IF NOT EXISTS statements_rev ON statements(rev);
+CREATE INDEX IF NOT EXISTS statements_status ON statements(status);
+CREATE TABLE IF NOT EXISTS deleted (id INTEGER NOT NULL, rev INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS deleted_rev ON deleted(rev);
+"""
+
+
+@dataclass
+class Statement:
+    """One stored statement: the expert's NL form next to its structured form."""
+
+    id: int
+    nl: str
+    text: str
+    sql: str
+    status: str
+    reason: str
+    author: str
+    created_at: float
+    updated_at: float
+
+    @property
+    def structured(self) -> str:
+        return Structured(self.text, self.sql).render()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"structured": self.structured}
+
+
+_COLS = "id, nl, text, sql, status, reason, author, created_at, updated_at"
+
+
+def _row(r: Sequence[Any]) -> Statement:
+    return Statement(*r)
+
+
+def schema_to_json(schema: Any) -> str:
+    """Store only names/types/keys: enough to validate snippets and prompt structuring."""
+    d = asdict(schema)
+    for t in d["tables"]:
+        for c in t["columns"]:
+            c["samples"] = [str(v)[:40] for v in c.get("samples", [])[:3]]
+    return json.dumps(d)
+
+
+def schema_from_json(text: str) -> Any:
+    from tagql.db.schema import Column, ForeignKey, Schema, Table
+
+    d = json.loads(text)
+    tables = [
+        Table(t["name"], [Column(**c) for c in t["columns"]], [ForeignKey(**f) for f in t["foreign_keys"]],
+              t.get("description", ""))
+        for t in d["tables"]
+    ]
+    return Schema(d["name"], tables, d.get("dialect", "sqlite"))
+
+
+class KnowledgeBase:
+    """Statements of one database. Thread-safe; several processes may write the same file."""
+
+    def __init__(self, path: Path, embedder: Embedder | None = None) -> None:
+        self.path = Path(path)
+        self._embedder = embedder
+        self._local = threading.local()
+
+    # -- opening ---------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path, *, create: bool = False, db_id: str | None = None, schema: Any = None,
+             embedder: Embedder | None = None) -> KnowledgeBase:
+        """Open a store; ``create=True`` makes it (and binds ``db_id``/``schema``) if missing."""
+        p = Path(path).expanduser()
+        if p.is_dir():
+            raise KnowledgeStoreError(f"knowledge store '{p}' is a directory", "pass a file path, e.g. store.kb")
+        if not p.exists() and not create:
+            raise KnowledgeStoreError(f"knowledge store '{p}' does not exist",
+                                      "add a statement first: tagql knowledge add --db DB ...")
+        if p.exists() and p.stat().st_size:
+            with p.open("rb") as f:
+                if f.read(16) != b"SQLite format 3\x00":
+                    raise KnowledgeStoreError(f"'{p}' is not a knowledge store (not a SQLite file)")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        kb = cls(p, embedder)
+        kb._init(db_id, schema)
+        return kb
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout = 60000")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def _write(self):  # noqa: ANN202
+        return _WriteTxn(self._conn())
+
+    def _init(self, db_id: str | None, schema: Any) -> None:
+        try:
+            with self._write() as c:
+                c.executescript_in_txn(_DDL)
+                meta = dict(c.execute("SELECT key, value FROM meta").fetchall())
+                if "version" not in meta:
+                    c.execute("INSERT INTO meta VALUES ('version', ?), ('revision', '0')", (str(SCHEMA_VERSION),))
+                if db_id and meta.get("db_id") not in (None, db_id):
+                    raise KnowledgeStoreError(
+                        f"store '{self.path}' belongs to database {meta['db_id']!r}, not {db_id!r}",
+                        "use another --store path")
+                if db_id and "db_id" not in meta:
+                    c.execute("INSERT INTO meta VALUES ('db_id', ?)", (db_id,))
+                if schema is not None:
+                    c.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (schema_to_json(schema),))
+        except sqlite3.DatabaseError as exc:
+            raise KnowledgeStoreError(f"'{self.path}' is not a usable knowledge store: {exc}") from None
+
+    # -- properties ------------------------------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        r = self._conn().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return r[0] if r else None
+
+    @property
+    def db_id(self) -> str | None:
+        return self.meta("db_id")
+
+    @property
+    def schema(self) -> Any:
+        text = self.meta("schema")
+        return schema_from_json(text) if text else None
+
+    @property
+    def revision(self) -> int:
+        return int(self.meta("revision") or 0)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from tagql.embeddings import default_embedder
+
+            self._embedder = default_embedder()
+        return self._embedder
+
+    # -- writing ---------------------------------------------------------------------------------
+    def add(self, text: str, sql: str, *, nl: str = "", status: str = "proposed", reason: str = "",
+            author: str = "") -> int:
+        """Add one structured statement; returns its id."""
+        return self.add_many([(text, sql, nl, status, reason)], author=author)[0]
+
+    def add_many(self, rows: Iterable[tuple[str, str, str, str, str]], *, author: str = "") -> list[int]:
+        """Add (text, sql, nl, status, reason) rows in one transaction, embedded in one batch."""
+        rows = [self._checked(*r) for r in rows]
+        if not rows:
+            return []
+        emb = self.embedder.embed([canonicalise(r[0]) for r in rows])
+        now = time.time()
+        with self._write() as c:
+            rev = c.bump()
+            ids = []
+            for (text, sql, nl, status, reason), e in zip(rows, emb):
+                cur = c.execute(
+                    "INSERT INTO statements (nl, text, sql, status, reason, author, created_at, updated_at, rev,"
+                    " embed_model, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (nl, text, sql, status, reason, author, now, now, rev, self.embedder.name,
+                     np.asarray(e, dtype=np.float32).tobytes()),
+                )
+                ids.append(int(cur.lastrowid))
+        return ids
+
+    def add_structured(self, statements: Iterable[str], *, status: str = "approved", author: str = "",
+                       validate: bool = True) -> list[int]:
+        """Add statements already in "'x' refers to y" form. With ``validate`` an invalid SQL snippet
+        is recorded as the reason and, unless the caller marks the batch approved, stays proposed."""
+        schema = self.schema if validate else None
+        rows = []
+        for s in statements:
+            p = parse_structured(s)
+            reason = (snippet_problem(p.sql, schema) or "") if schema is not None else ""
+            st = status if (status == "approved" or not reason) else "proposed"
+            rows.append((p.text, p.sql, s.strip(), st, reason))
+        return self.add_many(rows, author=author)
+
+    def add_nl(self, statements: Iterable[str], structurer: Any, *, author: str = "",
+               approve_valid: bool = False) -> list[int]:
+        """Structure NL statements with the LLM and store them with their NL original. A statement
+        whose snippet fails validation stays ``proposed`` with the reason, whatever was asked."""
+        rows = []
+        for nl in statements:
+            r = structurer.structure(nl)
+            status = "approved" if (approve_valid and r.valid) else "proposed"
+            rows.append((r.text, r.sql, r.nl, status, r.problem))
+        return self.add_many(rows, author=author)
+
+    def set_exemplars(self, exemplars: Sequence[Any]) -> None:
+        """Per-database few-shot exemplars for structuring (objects with .nl and .structured)."""
+        data = json.dumps([{"nl": e.nl, "structured": e.structured} for e in exemplars])
+        with self._write() as c:
+            c.execute("INSERT OR REPLACE INTO meta VALUES ('exemplars', ?)", (data,))
+
+    def exemplars(self) -> list[Any]:
+        from tagql.knowledge.structuring import DEFAULT_EXEMPLARS, exemplars_from_json
+
+        text = self.meta("exemplars")
+        return exemplars_from_json(text) if text else list(DEFAULT_EXEMPLARS)
+
+    def _checked(self, text: str, sql: str, nl: str, status: str, reason: str) -> tuple[str, str, str, str, str]:
+        text, sql, nl = " ".join((text or "").split()), (sql or "").strip(), (nl or "").strip()
+        if not text:
+            raise StatementError("a statement needs a non-empty text part")
+        if len(text) + len(sql) + len(nl) > MAX_STATEMENT_CHARS:
+            raise StatementError(f"statement longer than {MAX_STATEMENT_CHARS} characters")
+        if status not in STATUSES:
+            raise StatementError(f"unknown status {status!r}", "use proposed, approved or rejected")
+        return text, sql, nl, status, reason
+
+    def edit(self, sid: int, *, text: str | None = None, sql: str | None = None, nl: str | None = None,
+             status: str | None = None, reason: str | None = None, revalidate: bool = True) -> Statement:
+        """Change fields of a statement; a changed text part is re-embedded (that row only)."""
+        old = self.get(sid)
+        new_text = " ".join(text.split()) if text is not None else old.text
+        new_sql = sql.strip() if sql is not None else old.sql
+        if reason is None and revalidate and (sql is not None or text is not None):
+            reason = snippet_problem(new_sql, self.schema) or ""
+        vals = self._checked(new_text, new_sql, nl if nl is not None else old.nl,
+                             status or old.status, reason if reason is not None else old.reason)
+        emb = self.embedder.embed([canonicalise(new_text)])[0] if new_text != old.text else None
+        with self._write() as c:
+            rev = c.bump()
+            c.execute("UPDATE statements SET text=?, sql=?, nl=?, status=?, reason=?, updated_at=?, rev=? WHERE id=?",
+                      (*vals[:2], vals[2], vals[3], vals[4], time.time(), rev, sid))
+            if emb is not None:
+                c.execute("UPDATE statements SET embedding=?, embed_model=? WHERE id=?",
+                          (np.asarray(emb, dtype=np.float32).tobytes(), self.embedder.name, sid))
+        return self.get(sid)
+
+    def set_status(self, sid: int, status: str, reason: str | None = None) -> Statement:
+        return self.edit(sid, status=status, reason=reason, revalidate=False)
+
+    def approve(self, sid: int) -> Statement:
+        return self.set_status(sid, "approved", "")
+
+    def reject(self, sid: int, reason: str = "") -> Statement:
+        return self.set_status(sid, "rejected", reason)
+
+    def delete(self, sid: int) -> None:
+        self.get(sid)
+        with self._write() as c:
+            rev = c.bump()
+            c.execute("DELETE FROM statements WHERE id = ?", (sid,))
+            c.execute("INSERT INTO deleted VALUES (?, ?)", (sid, rev))
+
+    # -- reading ---------------------------------------------------------------------------------
+    def get(self, sid: int) -> Statement:
+        r = self._conn().execute(f"SELECT {_COLS} FROM statements WHERE id = ?", (sid,)).fetchone()
+        if r is None:
+            raise KnowledgeStoreError(f"no statement with id {sid} in {self.path}")
+        return _row(r)
+
+    def list(self, status: str | Sequence[str] | None = None) -> list[Statement]:
+        if status is None:
+            rows = self._conn().execute(f"SELECT {_COLS} FROM statements ORDER BY id").fetchall()
+        else:
+            sts = [status] if isinstance(status, str) else list(status)
+            q = f"SELECT {_COLS} FROM statements WHERE status IN ({','.join('?' * len(sts))}) ORDER BY id"
+            rows = self._conn().execute(q, sts).fetchall()
+        return [_row(r) for r in rows]
+
+    def count(self) -> dict[str, int]:
+        rows = self._conn().execute("SELECT status, COUNT(*) FROM statements GROUP BY status").fetchall()
+        return {s: 0 for s in STATUSES} | dict(rows)
+
+    def changes_since(self, rev: int) -> tuple[int, list[tuple], list[int]]:
+        """(current revision, changed rows (id, text, sql, status, embed_model, embedding), deleted ids)."""
+        c = self._conn()
+        c.execute("BEGIN")
+        try:
+            cur = int(c.execute("SELECT value FROM meta WHERE key='revision'").fetchone()[0])
+            rows = c.execute("SELECT id, text, sql, status, embed_model, embedding FROM statements WHERE rev > ?"
+                             " ORDER BY id", (rev,)).fetchall()
+            gone = [r[0] for r in c.execute("SELECT id FROM deleted WHERE rev > ?", (rev,)).fetchall()]
+        finally:
+            c.execute("COMMIT")
+        return cur, rows, gone
+
+    def retriever(self, method: str | Method = DEFAULT_METHOD, *, statuses: Sequence[str] = ("approved",),
+                  k: int = 4, auto_k: bool = False) -> StoreRetriever:
+        """A live :class:`tagql.knowledge.Retriever` over this store (sees later edits)."""
+        return StoreRetriever(self, method, statuses=statuses, k=k, auto_k=auto_k)
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+class _WriteTxn:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (rollback on error): writers queue, none is lost."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> _WriteTxn:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
+        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self.conn.execute(sql, params)
+
+    def executescript_in_txn(self, script: str) -> None:
+        for stmt in filter(str.strip, script.split(";")):
+            self.conn.execute(stmt)
+
+    def bump(self) -> int:
+        self.conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'revision'")
+        return int(self.conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0])
+
+
+class StoreRetriever:
+    """Retriever that keeps an in-memory corpus in sync with the store, pulling only changed rows."""
+
+    def __init__(self, kb: KnowledgeBase, method: str | Method, *, statuses: Sequence[str], k: int,
+                 auto_k: bool) -> None:
+        self.kb = kb
+        self.method = make_method(method) if isinstance(method, str) else method
+        self.statuses = set(statuses)
+        self.k, self.auto_k = k, auto_k
+        self._rev = 0
+        self._rows: dict[int, tuple[str, str, np.ndarray]] = {}
+        self._inner: IndexRetriever | None = None
+        self.reindexed_rows = 0  # rows (re)loaded so far: lets tests check the index is incremental
+
+    def refresh(self) -> None:
+        rev, rows, gone = self.kb.changes_since(self._rev)
+        if rev == self._rev and self._inner is not None:
+            return
+        emb_name = self.kb.embedder.name if self.method.needs_embedder else None
+        stale = []
+        for sid, text, sql, status, model, blob in rows:
+            self._rows.pop(sid, None)
+            if status in self.statuses:
+                if blob is None or (emb_name and model != emb_name):
+                    stale.append((sid, text, sql))
+                else:
+                    self._rows[sid] = (text, sql, np.frombuffer(blob, dtype=np.float32))
+        if stale:  # written by another embedding model: embed here, in memory
+            for (sid, text, sql), e in zip(stale, self.kb.embedder.embed([canonicalise(t) for _, t, _ in stale])):
+                self._rows[sid] = (text, sql, e)
+        for sid in gone:
+            self._rows.pop(sid, None)
+        self.reindexed_rows += len(rows)
+        ids = sorted(self._rows)
+        dim = self.kb.embedder.dim if self.method.needs_embedder else 1
+        emb = np.stack([self._rows[i][2] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
+        corpus = Corpus([self._rows[i][0] for i in ids], [self._rows[i][1] for i in ids], emb, ids=ids)
+        embedder = self.kb.embedder if self.method.needs_embedder else None
+        self._inner = IndexRetriever(corpus, self.method, embedder=embedder, default_k=self.k, auto_k=self.auto_k)
+        self._rev = rev
+
+    def retrieve(self, question: str, k: int | None = None) -> list[ScoredStatement]:
+        self.refresh()
+        assert self._inner is not None
+        return self._inner.retrieve(question, k)
+
+
+def open_store(path: str | Path, **kw: Any) -> KnowledgeBase:
+    return KnowledgeBase.open(path, **kw)
+
+
+__all__ = ["KnowledgeBase", "Statement", "StoreRetriever", "KnowledgeStoreError", "STATUSES", "StatementError"]

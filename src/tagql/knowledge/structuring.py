@@ -1,0 +1,132 @@
+"""Structuring: an expert's NL statement -> "'<text>' refers to <SQL snippet>" by few-shot prompting.
+
+Why: the paper shows structured statements retrieve and prompt better than raw NL ones; the text
+part is what questions are matched against, the SQL snippet is the hint for SQL generation. The
+prompt is the paper's (Table "LLM Prompt for Domain Statements translation"): the DBA role, the
+schema, and ~2 exemplars per category. Constants in the text part are canonicalised exactly as
+questions are (numbers/dates -> one placeholder). The snippet is validated against the schema;
+an invalid one is returned with the reason so the statement stays ``proposed`` for review.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from tagql.knowledge.canon import PLACEHOLDER, canonicalise
+from tagql.knowledge.statements import StatementError, Structured, parse_structured
+from tagql.knowledge.validate import snippet_problem
+
+NOT_APPLICABLE = "NOT APPLICABLE"
+
+
+@dataclass(frozen=True)
+class Exemplar:
+    nl: str
+    structured: str
+
+
+# The paper's four categories, two each: cryptic names, coded values, formats, formulas.
+DEFAULT_EXEMPLARS: tuple[Exemplar, ...] = (
+    Exemplar("A12 is the unemployment rate 1995", "'unemployment rate 1995' refers to district.A12"),
+    Exemplar("the location of a circuit is given by lat and lng",
+             "'location of circuit' refers to circuits.lat, circuits.lng"),
+    Exemplar("female is also represented as 'F'", "'female' refers to Patient.SEX = 'F'"),
+    Exemplar("non-carcinogenic molecules have label '-'", "'non-carcinogenic molecules' refers to molecule.label = '-'"),
+    Exemplar("patient born between Year 1930 to 1940 represents Birthday BETWEEN the dates '1930-12-31' AND '1940-01-01'",
+             "'patient born between year 100 and 100' refers to STRFTIME('%Y', Patient.Birthday) BETWEEN '100' AND '100'"),
+    Exemplar("September 2013 is stored as '201309' in the date column",
+             "'September 100' refers to yearmonth.Date = '100'"),
+    Exemplar("normal C3 means C3 > 35", "'normal C3' refers to Laboratory.C3 > 35"),
+    Exemplar("age = current year - year of birthday",
+             "'age' refers to STRFTIME('%Y', CURRENT_TIMESTAMP) - STRFTIME('%Y', Patient.Birthday)"),
+)
+
+SYSTEM = (
+    "You are a database administrator. You have been given a few examples of domain statements and their "
+    "corresponding templatized domain statements. The domain statements are for the database {db} whose "
+    "schema is provided below:\n{schema}"
+)
+USER = (
+    "For the given domain statement, you need to create a templatized statement. Provide the statement in one "
+    "sentence only. Generate the templatized domain statement in the following form: 'Relevant text component' "
+    "refers to corresponding SQL syntax. Use table.column names of the schema above. Replace numbers and dates "
+    f"in the text component by {PLACEHOLDER}. If the statement is not about this database, answer "
+    f"{NOT_APPLICABLE}.\n### Few Shot Exemplars\n{{shots}}\nDomain Statement: {{nl}}\nTemplatized Domain Statement:"
+)
+
+
+def exemplars_from_json(text: str) -> list[Exemplar]:
+    """Per-database exemplars: a JSON list of {"nl": ..., "structured": ...}."""
+    try:
+        data = json.loads(text)
+        out = [Exemplar(str(d["nl"]), str(d["structured"])) for d in data]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise StatementError(f"exemplars must be a JSON list of {{nl, structured}} objects: {exc}") from None
+    for e in out:
+        parse_structured(e.structured)  # each must itself be well formed
+    return out
+
+
+@dataclass(frozen=True)
+class StructuringResult:
+    nl: str
+    text: str
+    sql: str
+    problem: str  # "" when the snippet is valid against the schema
+
+    @property
+    def valid(self) -> bool:
+        return not self.problem
+
+
+def build_messages(nl: str, schema_prompt: str, db_name: str, exemplars: tuple[Exemplar, ...] | list[Exemplar]):  # noqa: ANN201
+    from tagql.llm.base import system, user
+
+    shots = "\n".join(f"Example:\nDomain Statement: {e.nl}\nTemplatized Domain Statement: {e.structured}"
+                      for e in exemplars)
+    return [system(SYSTEM.format(db=db_name, schema=schema_prompt)), user(USER.format(shots=shots, nl=nl))]
+
+
+_NUM = re.compile(r"\d+(?:[.:/\-]\d+)*")
+
+
+def canonicalise_structured(s: Structured) -> Structured:
+    """Placeholder the text part's numbers/dates, and the same constants where the snippet repeats
+    them (the snippet then stays a template of the text, as in the paper's data)."""
+    nums = sorted(set(_NUM.findall(s.text)), key=len, reverse=True)
+    sql = s.sql
+    for n in nums:
+        sql = re.sub(rf"(?<![\w.]){re.escape(n)}(?![\w.])", PLACEHOLDER, sql)
+    return Structured(canonicalise(s.text), sql)
+
+
+class Structurer:
+    """Turns NL statements into structured ones with an LLM (temperature as configured, 0 by default)."""
+
+    def __init__(self, llm, schema, exemplars: list[Exemplar] | tuple[Exemplar, ...] | None = None,  # noqa: ANN001
+                 max_tokens: int = 160) -> None:
+        self.llm, self.schema = llm, schema
+        self.exemplars = tuple(exemplars or DEFAULT_EXEMPLARS)
+        self.max_tokens = max_tokens
+        self._schema_prompt = schema.to_prompt(samples=False, max_comment=80) if schema is not None else "(unknown)"
+
+    def structure(self, nl: str) -> StructuringResult:
+        nl = " ".join((nl or "").split())
+        if not nl:
+            raise StatementError("empty statement")
+        msgs = build_messages(nl, self._schema_prompt, getattr(self.schema, "name", "database"), self.exemplars)
+        out = self.llm.complete(msgs, max_tokens=self.max_tokens, stop=["\nExample", "\nDomain Statement", "\n\n"])
+        return self.parse(nl, out.text)
+
+    def parse(self, nl: str, reply: str) -> StructuringResult:
+        line = next((ln.strip() for ln in (reply or "").splitlines() if ln.strip()), "")
+        line = re.sub(r"^(Templatized Domain Statement:|Answer:)\s*", "", line, flags=re.I).strip().strip("`")
+        if not line or NOT_APPLICABLE.lower() in line.lower():
+            return StructuringResult(nl, nl, "", "the model judged the statement not about this database")
+        try:
+            s = canonicalise_structured(parse_structured(line))
+        except StatementError as exc:
+            return StructuringResult(nl, nl, "", f"could not structure: {exc.message}")
+        return StructuringResult(nl, s.text, s.sql, snippet_problem(s.sql, self.schema) or "")

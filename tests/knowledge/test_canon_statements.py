@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import pytest
+
+from tagql.knowledge.canon import canonicalise, tokens, words
+from tagql.knowledge.statements import StatementError, parse_structured
+from tagql.knowledge.validate import snippet_problem
+
+
+def test_numbers_and_dates_share_one_placeholder():
+    assert canonicalise("born after 1992") == canonicalise("born after 1985") == "born after 100"
+    assert canonicalise("on 2013/09/22 at 10:30") == "on 100 at 100"
+    # the paper's templated forms normalise to the same token
+    assert canonicalise("born in year (100)") == canonicalise("born in year {1000}") == "born in year 100"
+    assert words("Is it '+' (positive)?") == ["Is", "it", "'+'", "positive"] or "+" in " ".join(words("Is it + ?"))
+    assert tokens("Patient's SEX = 'F'") == ["patient", "s", "sex", "f"]
+
+
+@pytest.mark.parametrize(
+    "raw, text, sql",
+    [
+        ("'female' refers to Patient.SEX = 'F'", "female", "Patient.SEX = 'F'"),
+        ("patients 'who were born in year (100)' refers to STRFTIME('%Y', Patient.Birthday) = '100'",
+         "patients who were born in year (100)", "STRFTIME('%Y', Patient.Birthday) = '100'"),
+        ("'State their age' refres to AGE(x)", "State their age", "AGE(x)"),
+        ("'List the long name of teams' to Team.team_long_name", "List the long name of teams", "Team.team_long_name"),
+        ("\"Serra Angel\" refers to cards.name = 'Serra Angel'", "Serra Angel", "cards.name = 'Serra Angel'"),
+    ],
+)
+def test_parse_structured_variants(raw, text, sql):
+    p = parse_structured(raw)
+    assert (p.text, p.sql) == (text, sql)
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "just some words", "refers to x.y"])
+def test_parse_structured_rejects(raw):
+    with pytest.raises(StatementError):
+        parse_structured(raw)
+
+
+def test_snippet_validation(tox_schema):
+    assert snippet_problem("molecule.label = '-'", tox_schema) is None
+    assert snippet_problem("CAST(COUNT(atom.atom_id) AS REAL) / COUNT(DISTINCT atom.molecule_id)", tox_schema) is None
+    assert snippet_problem("ORDER BY molecule.label DESC LIMIT 1", tox_schema) is None
+    assert "colour" in snippet_problem("molecule.colour = 'red'", tox_schema)
+    assert "unknown table" in snippet_problem("T1.element = 'na'", tox_schema)
+    assert snippet_problem("", tox_schema) == "no SQL snippet"
+    assert snippet_problem("DROP TABLE atom", tox_schema)  # not a valid read-only fragment

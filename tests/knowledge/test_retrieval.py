@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tagql.knowledge import Retriever
+from tagql.knowledge.canon import canonicalise
+from tagql.knowledge.retrieval import (Corpus, IndexRetriever, UnknownMethod, best_window_scores, gap_k,
+                                       make_method, question_windows)
+from tagql.knowledge.statements import parse_structured
+
+from .conftest import TOX
+
+
+@pytest.fixture(scope="module")
+def corpus(embedder):
+    parts = [parse_structured(s) for s in TOX]
+    emb = embedder.embed([canonicalise(p.text) for p in parts])
+    return Corpus([p.text for p in parts], [p.sql for p in parts], emb)
+
+
+def test_windows_respect_length_range():
+    texts, lens = question_windows("how many single bonded molecules are there", 2, 3)
+    assert set(lens.tolist()) == {2, 3}
+    assert "single bonded" in texts and "how many single" in texts and "how" not in texts
+    # a question shorter than every window is used whole
+    texts, lens = question_windows("carcinogenic?", 3, 5)
+    assert texts == ["carcinogenic"]
+
+
+def test_best_window_equation_masks_lengths():
+    win = np.eye(3, dtype=np.float32)
+    stm = np.eye(3, dtype=np.float32)
+    # statement 0 (length 5) would match window 0 perfectly, but that window has length 1: masked,
+    # so its best allowed window is window 1 (length 4) with cosine 0
+    s = best_window_scores(win, np.array([1, 4, 1]), stm, np.array([5, 4, 1]), n=2)
+    assert s[0] == pytest.approx(0.0) and s[1] == pytest.approx(1.0) and s[2] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("method", ["bm25", "dense", "sbr", "hybrid"])
+def test_methods_find_the_relevant_statements(corpus, embedder, method):
+    r = IndexRetriever(corpus, method, embedder=embedder)
+    assert isinstance(r, Retriever)
+    got = r.retrieve("In the molecule containing sodium atoms, how many are non-carcinogenic?", k=2)
+    assert {g.text for g in got} == {"sodium atoms", "non-carcinogenic"}, method
+    assert got[0].score >= got[1].score
+
+
+def test_none_all_and_errors(corpus, embedder):
+    assert IndexRetriever(corpus, "none").retrieve("anything", k=3) == []
+    assert len(IndexRetriever(corpus, "all").retrieve("anything", k=2)) == len(TOX)
+    with pytest.raises(UnknownMethod):
+        make_method("magic")
+
+
+def test_empty_repository_and_huge_question(embedder):
+    empty = Corpus([], [], np.zeros((0, embedder.dim), dtype=np.float32))
+    for m in ("bm25", "dense", "sbr", "hybrid"):
+        assert IndexRetriever(empty, m, embedder=embedder).retrieve("what is carcinogenic?", k=3) == []
+
+
+def test_ten_thousand_word_question_is_bounded(corpus, embedder):
+    import time
+
+    q = " ".join(["molecules"] * 9_990 + ["with", "a", "triple", "bond", "?"])
+    t = time.perf_counter()
+    got = IndexRetriever(corpus, "hybrid", embedder=embedder).retrieve(q, k=1)
+    assert time.perf_counter() - t < 20
+    assert len(got) == 1
+
+
+def test_gap_k():
+    assert gap_k([1.0, 0.95, 0.5, 0.4], 4) == 2
+    assert gap_k([1.0, 0.2], 4) == 1
+    assert gap_k([], 4) == 0

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tagql.knowledge.statements import StatementError
+from tagql.knowledge.store import KnowledgeBase, KnowledgeStoreError
+
+from .conftest import TOX
+
+Q = "In the molecule containing sodium atoms, how many are non-carcinogenic?"
+
+
+@pytest.fixture
+def kb(tmp_path, tox_schema, embedder):
+    return KnowledgeBase.open(tmp_path / "tox.kb", create=True, db_id="toxicology", schema=tox_schema,
+                              embedder=embedder)
+
+
+def test_add_list_and_validation(kb):
+    ids = kb.add_structured(TOX + ["'colour' refers to molecule.colour"], status="proposed")
+    rows = {s.id: s for s in kb.list()}
+    assert [rows[i].status for i in ids] == ["proposed"] * 6
+    bad = rows[ids[-1]]
+    assert "colour" in bad.reason and bad.nl == "'colour' refers to molecule.colour"
+    assert rows[ids[0]].text == "non-carcinogenic" and rows[ids[0]].sql == "molecule.label = '-'"
+    # invalid snippets stay proposed even when the batch asks for proposed->approved via review later
+    assert kb.count() == {"proposed": 6, "approved": 0, "rejected": 0}
+
+
+def test_only_approved_are_retrieved_and_index_is_incremental(kb):
+    ids = kb.add_structured(TOX, status="proposed")
+    r = kb.retriever("hybrid")
+    assert r.retrieve(Q, 2) == []  # nothing approved yet
+    assert {s.text for s in kb.retriever("hybrid", statuses=("approved", "proposed")).retrieve(Q, 2)} == {
+        "sodium atoms", "non-carcinogenic"}
+    for i in ids:
+        kb.approve(i)
+    assert {s.text for s in r.retrieve(Q, 2)} == {"sodium atoms", "non-carcinogenic"}
+    loaded = r.reindexed_rows
+    # edit one statement: the live retriever reloads that row only, and sees the new text
+    kb.edit(ids[2], text="atoms of sodium", sql="atom.element = 'na'")
+    kb.delete(ids[0])
+    got = r.retrieve(Q, 2)
+    assert r.reindexed_rows == loaded + 1
+    assert "non-carcinogenic" not in {s.text for s in got} and "atoms of sodium" in {s.text for s in got}
+    kb.reject(ids[1], "duplicate")
+    assert kb.get(ids[1]).status == "rejected" and kb.get(ids[1]).reason == "duplicate"
+
+
+def test_edit_revalidates(kb):
+    (i,) = kb.add_structured(["'sodium' refers to atom.element = 'na'"], status="proposed")
+    s = kb.edit(i, sql="atom.elemnt = 'na'")
+    assert "elemnt" in s.reason
+    assert kb.edit(i, sql="atom.element = 'na'").reason == ""
+
+
+def test_bad_input_is_rejected_and_data_survives(kb, tmp_path):
+    kb.add_structured(TOX[:2], status="approved")
+    with pytest.raises(StatementError):
+        kb.add_structured(["'ok' refers to atom.element = 'c'", "not structured at all"])
+    with pytest.raises(StatementError):
+        kb.add("", "atom.element")
+    with pytest.raises(StatementError):
+        kb.add("x", "y", status="maybe")
+    with pytest.raises(KnowledgeStoreError):
+        kb.get(999)
+    assert len(kb.list()) == 2  # the failed batch added nothing, nothing was lost
+    with pytest.raises(KnowledgeStoreError, match="belongs to database 'toxicology'"):
+        KnowledgeBase.open(kb.path, create=True, db_id="superhero")
+    with pytest.raises(KnowledgeStoreError, match="does not exist"):
+        KnowledgeBase.open(tmp_path / "missing.kb")
+    junk = tmp_path / "junk.kb"
+    junk.write_text("hello")
+    with pytest.raises(KnowledgeStoreError, match="not a knowledge store"):
+        KnowledgeBase.open(junk)
+
+
+def test_concurrent_thread_writers_lose_nothing(kb, embedder):
+    errors = []
+
+    def writer(n: int) -> None:
+        try:
+            mine = KnowledgeBase.open(kb.path, embedder=embedder)
+            for j in range(15):
+                mine.add(f"statement {n}-{j}", "atom.element = 'c'", status="approved")
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    ts = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    assert len(kb.list()) == 60 and kb.revision >= 60
+
+
+WRITER = r"""
+import sys, hashlib, numpy as np
+from tagql.knowledge.store import KnowledgeBase
+class HashEmbedder:  # the store, not the model, is under test here
+    name, dim = "hash", 8
+    def embed(self, texts, batch_size=128):
+        v = np.array([[b for b in hashlib.sha256(t.encode()).digest()[:8]] for t in texts], dtype=np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+kb = KnowledgeBase.open(sys.argv[1], embedder=HashEmbedder())
+for j in range(40):
+    kb.add(f"proc {sys.argv[2]} statement {j}", "atom.element = 'c'", status="approved")
+"""
+
+
+def test_concurrent_process_writers_lose_nothing(kb):
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(kb.path), str(n)]) for n in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    texts = {s.text for s in kb.list()}
+    assert len(texts) == 120 and all(f"proc {n} statement {j}" in texts for n in range(3) for j in range(40))
+
+
+def test_exemplars_roundtrip(kb, tmp_path):
+    from tagql.knowledge.structuring import DEFAULT_EXEMPLARS, Exemplar
+
+    assert len(kb.exemplars()) == len(DEFAULT_EXEMPLARS)
+    kb.set_exemplars([Exemplar("na is sodium", "'sodium' refers to atom.element = 'na'")])
+    assert [e.nl for e in kb.exemplars()] == ["na is sodium"]
