@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("TAGQL_CONFIG", str(REPO / "tests" / "tagql-test.toml"))
 
 
 def shared_data_dir() -> Path:
@@ -31,3 +32,18 @@ def demo_db_path() -> Path:
     from tagql.demo import demo_database_path
 
     return demo_database_path()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """A PostgreSQL database holding the demo data (``.ci/run`` starts one and loads it)."""
+    url = os.environ.get("TAGQL_TEST_POSTGRES_URL")
+    if not url:
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide TAGQL_TEST_POSTGRES_URL (see .ci/run)")
+        pytest.skip("no PostgreSQL server: set TAGQL_TEST_POSTGRES_URL (see .ci/run)")
+    from tagql.db.transfer import copy_database
+    from tagql.demo import demo_database_path
+
+    copy_database(demo_database_path(), url, replace=True)
+    return url

@@ -8,7 +8,6 @@ Every query has a statement timeout and a row cap.
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -86,7 +85,8 @@ class Database:
         self.descriptions_dir = descriptions_dir
         self.path = path
         self.dialect = _DIALECTS.get(engine.dialect.name, engine.dialect.name)
-        self._lock = threading.Lock()
+        dbapi = getattr(engine.dialect, "loaded_dbapi", None) or getattr(engine.dialect, "dbapi", None)
+        self._driver_error: type[BaseException] = getattr(dbapi, "Error", sqlite3.Error)
 
     def __repr__(self) -> str:
         return f"Database({self.name!r}, dialect={self.dialect!r})"
@@ -109,7 +109,7 @@ class Database:
                     columns, rows, truncated = self._run_server(conn, raw, sql, timeout, cap)
         except QueryTimeout:
             raise
-        except (sqlite3.Error, DBAPIError) as exc:
+        except (sqlite3.Error, DBAPIError, self._driver_error) as exc:
             raise self._translate(exc, timeout) from exc
         result = Result(sql, columns, rows, truncated, cap, time.perf_counter() - start)
         if truncated:
@@ -142,7 +142,8 @@ class Database:
         cur = raw.cursor()
         try:
             if self.dialect == "postgres":
-                cur.execute("BEGIN READ ONLY")
+                # first statement of the driver's implicit transaction: makes it read-only
+                cur.execute("SET TRANSACTION READ ONLY")
                 cur.execute(f"SET LOCAL statement_timeout = {ms}")
             elif self.dialect == "mysql":
                 cur.execute("SET SESSION TRANSACTION READ ONLY")

@@ -7,20 +7,38 @@ on a database pays for the schema, later ones only for their own tokens.
 
 from __future__ import annotations
 
+import atexit
+import ctypes
+import json
+import os
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from tagql.errors import LLMOutputError, LLMUnavailable
 from tagql.llm.base import Completion, Message, Usage
 
-PREFIX_CACHE_BYTES = 768 << 20
-_MODELS: dict[tuple[str, int, int | None, int], Any] = {}
+_MODELS: dict[tuple[str, int, int, int], Any] = {}
 _MODELS_LOCK = threading.Lock()
 
 
 _SILENCED = False
+
+
+def _close_all() -> None:
+    """Free models before interpreter teardown (llama-cpp-python's __del__ fails once modules are gone)."""
+    with _MODELS_LOCK:
+        for llama, _, _ in _MODELS.values():
+            try:
+                llama.close()
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+        _MODELS.clear()
+
+
+atexit.register(_close_all)
 
 
 def _silence_llama_logs() -> None:
@@ -41,7 +59,7 @@ def _silence_llama_logs() -> None:
     _SILENCED = True
 
 
-def _load(path: Path, n_ctx: int, n_threads: int | None, seed: int) -> Any:
+def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> tuple[Any, _PrefixStates, threading.Lock]:
     """Load a GGUF once per process (loading takes seconds and ~1 GB)."""
     try:
         from llama_cpp import Llama
@@ -54,20 +72,75 @@ def _load(path: Path, n_ctx: int, n_threads: int | None, seed: int) -> Any:
     with _MODELS_LOCK:
         if key not in _MODELS:
             try:
-                llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, seed=seed, verbose=False)
-                # Keep processed prompt prefixes (e.g. each database's schema) across calls whose
-                # prompts differ, so alternating SQL and answer prompts does not re-read the schema.
-                from llama_cpp import LlamaRAMCache
-
-                llama.set_cache(LlamaRAMCache(capacity_bytes=PREFIX_CACHE_BYTES))
-                _MODELS[key] = llama
+                llama = Llama(
+                    model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
+                    seed=seed, verbose=False,
+                )
+                _MODELS[key] = (llama, _PrefixStates(), threading.Lock())
             except (ValueError, RuntimeError) as exc:
                 raise LLMUnavailable(f"llama.cpp could not load {path}: {exc}", "check the GGUF file") from exc
         return _MODELS[key]
 
 
+class _PrefixStates:
+    """Saved llama.cpp states for system-message prefixes (LRU).
+
+    llama.cpp only reuses the prefix shared with the *previous* call. tagql alternates prompts with
+    different system messages (schema + SQL, answer, operators), so we keep the evaluated state of each
+    recent system prefix and restore it: a question on a known database never re-reads its schema.
+    Only the KV state is kept (tens of MB for a ~1k-token schema), not the logits.
+    """
+
+    def __init__(self, max_states: int = 6) -> None:
+        self.max_states = max_states
+        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def ensure(self, llama: Any, prefix: list[int]) -> None:
+        """Make the context hold ``prefix`` (restoring or evaluating it) unless it already does."""
+        import llama_cpp
+
+        current = llama.input_ids.tolist()
+        if len(prefix) == 0 or _common_prefix(current, prefix) >= len(prefix):
+            return
+        key = tuple(prefix)
+        ctx = llama._ctx.ctx
+        data = self._states.get(key)
+        if data is not None:
+            buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+            llama_cpp.llama_set_state_data(ctx, buf)
+            llama.n_tokens = len(prefix)
+            llama._input_ids[: len(prefix)] = prefix
+            self._states.move_to_end(key)
+            self.hits += 1
+            return
+        self.misses += 1
+        llama.reset()
+        llama.eval(prefix)
+        size = llama_cpp.llama_get_state_size(ctx)
+        buf = (ctypes.c_uint8 * int(size))()
+        n = llama_cpp.llama_copy_state_data(ctx, buf)
+        self._states[key] = bytes(buf)[: int(n)]
+        while len(self._states) > self.max_states:
+            self._states.popitem(last=False)
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 class LocalLLM:
-    """A GGUF model run by llama.cpp in this process."""
+    """A GGUF model run by llama.cpp in this process.
+
+    Prompts are rendered with the model's own chat template (from the GGUF), tokenised here, and
+    the system-message prefix is restored from :class:`_PrefixStates` before generation.
+    """
 
     def __init__(
         self, model_path: Path, *, n_ctx: int = 8192, n_threads: int | None = None, seed: int = 0,
@@ -78,15 +151,18 @@ class LocalLLM:
         self.temperature = temperature
         self.seed = seed
         self.usage = Usage()
-        self._llama = _load(self.path, n_ctx, n_threads, seed)
-        self._lock = threading.Lock()  # one llama context: one call at a time
+        self._llama, self._prefixes, self._lock = _load(self.path, n_ctx, n_threads or os.cpu_count() or 2, seed)
+        self._formatter, self._prefix_formatter = _formatters(self._llama)
 
     @property
     def n_ctx(self) -> int:
         return int(self._llama.n_ctx())
 
     def count_tokens(self, text: str) -> int:
-        return len(self._llama.tokenize(text.encode(), add_bos=False, special=True))
+        return len(self._tokenize(text))
+
+    def _tokenize(self, text: str) -> list[int]:
+        return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)
 
     def complete(
         self,
@@ -97,34 +173,57 @@ class LocalLLM:
         grammar: str | None = None,
         stop: list[str] | None = None,
     ) -> Completion:
-        kwargs: dict[str, Any] = {}
-        if grammar is not None:
-            from llama_cpp import LlamaGrammar
+        from llama_cpp import LlamaGrammar
 
-            kwargs["grammar"] = LlamaGrammar.from_string(grammar, verbose=False)
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        rendered = self._formatter(messages=chat)
+        tokens = self._tokenize(rendered.prompt)
+        prefix: list[int] = []
+        if messages and messages[0].role == "system":
+            head = self._prefix_formatter(messages=chat[:1]).prompt
+            if rendered.prompt.startswith(head):
+                head_tokens = self._tokenize(head)
+                if tokens[: len(head_tokens)] == head_tokens:
+                    prefix = head_tokens
+        if len(tokens) + max_tokens > self.n_ctx:
+            raise LLMOutputError(
+                f"prompt of {len(tokens)} tokens (+{max_tokens} to generate) exceeds the {self.n_ctx}-token context",
+                "raise TAGQL_LLM__N_CTX or ask about fewer rows",
+            )
+        g = None
+        if grammar is not None:
+            g = LlamaGrammar.from_string(grammar, verbose=False)
         elif json_schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+            g = LlamaGrammar.from_json_schema(json.dumps(json_schema), verbose=False)
+        stops = list(rendered.stop or []) if isinstance(rendered.stop, list) else ([rendered.stop] if rendered.stop else [])
         start = time.perf_counter()
         with self._lock:
-            self._llama.set_seed(self.seed)
-            try:
-                out = self._llama.create_chat_completion(
-                    messages=[{"role": m.role, "content": m.content} for m in messages],
-                    temperature=self.temperature,
-                    max_tokens=max_tokens,
-                    stop=stop,
-                    seed=self.seed,
-                    **kwargs,
-                )
-            except ValueError as exc:  # e.g. prompt longer than the context window
-                raise LLMOutputError(f"local model refused the prompt: {exc}", "raise TAGQL_LLM__N_CTX") from exc
+            self._prefixes.ensure(self._llama, prefix)
+            out = self._llama.create_completion(
+                prompt=tokens, temperature=self.temperature, max_tokens=max_tokens, stop=stops + list(stop or []),
+                seed=self.seed, grammar=g,
+            )
         seconds = time.perf_counter() - start
         usage = out.get("usage", {})
         completion = Completion(
-            text=out["choices"][0]["message"]["content"] or "",
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            text=out["choices"][0]["text"] or "",
+            prompt_tokens=int(usage.get("prompt_tokens", len(tokens))),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             seconds=seconds,
         )
         self.usage.add(completion)
         return completion
+
+
+def _formatters(llama: Any) -> tuple[Any, Any]:
+    """Chat formatters from the GGUF's own template: one for prompts, one for the system prefix."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise LLMUnavailable("the GGUF has no chat template", "use an instruct/chat model")
+    eos_id, bos_id = llama.token_eos(), llama.token_bos()
+    eos = llama._model.token_get_text(eos_id) if eos_id >= 0 else ""
+    bos = llama._model.token_get_text(bos_id) if bos_id >= 0 else ""
+    kw = {"template": template, "eos_token": eos, "bos_token": bos, "stop_token_ids": [eos_id]}
+    return Jinja2ChatFormatter(**kw), Jinja2ChatFormatter(**kw, add_generation_prompt=False)

@@ -25,6 +25,22 @@ class OpenAICompatLLM:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
 
+    _schema_style = "json_schema"
+
+    def _response_format(self, schema: dict[str, Any]) -> dict[str, Any]:
+        if self._schema_style == "json_object":
+            return {"type": "json_object", "schema": schema}
+        return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": True}}
+
+    def _post(self, body: dict[str, Any]) -> httpx.Response:
+        try:
+            return self._client.post("/chat/completions", json=body)
+        except httpx.TransportError as exc:
+            raise LLMUnavailable(
+                f"cannot reach the LLM endpoint {self.base_url}: {exc.__class__.__name__}",
+                "start the server or set TAGQL_LLM__BASE_URL",
+            ) from exc
+
     def complete(
         self,
         messages: list[Message],
@@ -44,18 +60,14 @@ class OpenAICompatLLM:
         if stop:
             body["stop"] = stop
         if json_schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "output", "schema": json_schema, "strict": True},
-            }
+            body["response_format"] = self._response_format(json_schema)
         start = time.perf_counter()
-        try:
-            resp = self._client.post("/chat/completions", json=body)
-        except httpx.TransportError as exc:
-            raise LLMUnavailable(
-                f"cannot reach the LLM endpoint {self.base_url}: {exc.__class__.__name__}",
-                "start the server or set TAGQL_LLM__BASE_URL",
-            ) from exc
+        resp = self._post(body)
+        if json_schema is not None and resp.status_code >= 400 and "response_format" in resp.text:
+            # servers differ: OpenAI/vLLM take "json_schema", llama.cpp's server "json_object" + schema
+            self._schema_style = "json_object"
+            body["response_format"] = self._response_format(json_schema)
+            resp = self._post(body)
         if resp.status_code in (401, 403):
             raise LLMUnavailable(
                 f"the LLM endpoint {self.base_url} refused the API key (HTTP {resp.status_code})",

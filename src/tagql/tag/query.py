@@ -22,7 +22,10 @@ from tagql.llm.base import LLM, Message, system, user
 from tagql.tag import prompts
 
 _FENCE = re.compile(r"```(?:sql|sqlite|postgresql|postgres|mysql)?\s*\n?(.*?)```", re.S | re.I)
-_START = re.compile(r"\b(WITH|SELECT)\b", re.I)
+_KEYWORDS = r"SELECT|WITH|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|ATTACH|DETACH|PRAGMA|REPLACE|VACUUM|MERGE"
+_LINE_START = re.compile(rf"^[ \t]*({_KEYWORDS})\b", re.I | re.M)
+_INLINE = re.compile(r"\bSELECT\s|\bWITH\s+(RECURSIVE\s+)?\w+\s*(\([^)]*\))?\s+AS\s*\(", re.I)
+_START = re.compile(r"(WITH|SELECT)\b", re.I)
 
 
 def extract_sql(text: str) -> str:
@@ -32,7 +35,8 @@ def extract_sql(text: str) -> str:
     if not fenced and "```" in candidate:  # an unterminated fence
         candidate = candidate.split("```", 1)[1]
         candidate = re.sub(r"^(sql|sqlite)\s*\n", "", candidate, flags=re.I)
-    m = _START.search(candidate)
+    # a statement at the start of a line (any kind: the safety check judges it), else an inline SELECT
+    m = _LINE_START.search(candidate) or _INLINE.search(candidate)
     if not m:
         raise LLMOutputError(f"the LLM reply contains no SQL query: {text.strip()[:120]!r}")
     sql = candidate[m.start():]

@@ -1,0 +1,172 @@
+"""The schema graph (DBCopilot Algorithm 1): root -> databases -> tables, plus table-table relations.
+
+Any valid single-database query schema is a *trail* on this graph: the root, one database, then
+tables each connected to a table already chosen. Relations between tables (both directions):
+
+* ``pk_fk``   -- a declared foreign key;
+* ``fk_fk``   -- two tables whose foreign keys reference the same column of a third table
+                 (joined implicitly, like ``city`` and ``river`` through ``state``);
+* ``values``  -- joinable: two columns whose distinct values overlap with Jaccard > 0.85 (needs data);
+* ``names``   -- joinable by name/type evidence when only the schema is known
+                 (``orders.customer_id`` ~ ``customer.customer_id`` / ``customer.id``).
+
+Edges are computed per database (:func:`table_edges`) so adding or removing one database never
+touches the others.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+
+from tagql.db.schema import Schema
+from tagql.routing.text import human
+
+ROOT = ("root",)
+JACCARD = 0.85
+_GENERIC = {"id", "name", "title", "type", "description", "date", "code", "year", "status", "value", "other", "details"}
+_NUMERIC = ("INT", "NUM", "REAL", "FLOA", "DOUB", "DEC")
+
+
+def db_node(db: str) -> tuple[str, str]:
+    return ("db", db)
+
+
+def table_node(db: str, table: str) -> tuple[str, str, str]:
+    return ("table", db, table)
+
+
+@dataclass(frozen=True)
+class Edge:
+    a: str
+    b: str
+    kind: str  # pk_fk | fk_fk | values | names
+    evidence: str = ""
+
+
+def _kind(t: str) -> str:
+    t = (t or "").upper()
+    return "num" if any(x in t for x in _NUMERIC) else "text"
+
+
+def table_edges(schema: Schema, values: Mapping[tuple[str, str], Iterable[str]] | None = None) -> list[Edge]:
+    """All table-table relations of one database; ``values`` maps (table, column) to distinct values."""
+    found: dict[frozenset[str], Edge] = {}
+    names = {t.name.lower(): t.name for t in schema.tables}
+
+    def add(a: str, b: str, kind: str, evidence: str) -> None:
+        if a == b:
+            return
+        key = frozenset((a, b))
+        if key not in found:
+            found[key] = Edge(*sorted((a, b)), kind, evidence)
+
+    refs: dict[tuple[str, str], set[str]] = defaultdict(set)  # (ref table, ref col) -> referencing tables
+    for t in schema.tables:
+        for fk in t.foreign_keys:
+            ref = names.get(fk.ref_table.lower())
+            if ref is None:
+                continue
+            add(t.name, ref, "pk_fk", f"{t.name}.{','.join(fk.columns)} -> {ref}.{','.join(fk.ref_columns)}")
+            refs[(ref, ",".join(fk.ref_columns).lower())].add(t.name)
+    for (ref, col), tabs in refs.items():
+        tabs_sorted = sorted(tabs)
+        for i, a in enumerate(tabs_sorted):
+            for b in tabs_sorted[i + 1:]:
+                add(a, b, "fk_fk", f"both reference {ref}.{col}")
+    if values:
+        sets = {k: set(map(str, v)) for k, v in values.items()}
+        keys = [k for k, v in sets.items() if len(v) >= 3]
+        for i, (ta, ca) in enumerate(keys):
+            for tb, cb in keys[i + 1:]:
+                if ta == tb or frozenset((ta, tb)) in found:
+                    continue
+                va, vb = sets[(ta, ca)], sets[(tb, cb)]
+                # value overlap alone links every pair of 1..n id columns; require related names too
+                if not _names_related(schema, ta, ca, tb, cb, strict=False):
+                    continue
+                jac = len(va & vb) / len(va | vb)
+                if jac > JACCARD:
+                    add(ta, tb, "values", f"{ta}.{ca} ~ {tb}.{cb} (jaccard {jac:.2f})")
+    for i, ta in enumerate(schema.tables):
+        for tb in schema.tables[i + 1:]:
+            if frozenset((ta.name, tb.name)) in found:
+                continue
+            for ca in ta.columns:
+                cb = next((c for c in tb.columns if _kind(c.type) == _kind(ca.type)
+                           and _names_related(schema, ta.name, ca.name, tb.name, c.name, strict=True)), None)
+                if cb is not None:
+                    add(ta.name, tb.name, "names", f"{ta.name}.{ca.name} ~ {tb.name}.{cb.name}")
+                    break
+    return sorted(found.values(), key=lambda e: (e.a, e.b))
+
+
+def _names_related(schema: Schema, ta: str, ca: str, tb: str, cb: str, *, strict: bool) -> bool:
+    """Name evidence that two columns hold the same entity key."""
+    a, b = human(ca).replace(" ", ""), human(cb).replace(" ", "")
+    if a == b:
+        return a not in _GENERIC if strict else True
+    # customer.id ~ orders.customer_id
+    for t1, c1, c2 in ((ta, a, b), (tb, b, a)):
+        ent = human(t1).replace(" ", "")
+        if c1 in ("id", ent + "id") and c2 in (ent + "id", ent.rstrip("s") + "id"):
+            return True
+    return False
+
+
+class SchemaGraph:
+    """A directed networkx graph over the collection; table-table edges are stored in both directions."""
+
+    def __init__(self) -> None:
+        self.g = nx.DiGraph()
+        self.g.add_node(ROOT)
+
+    def add_database(self, db: str, tables: Sequence[str], edges: Iterable[Edge]) -> None:
+        self.remove_database(db)
+        d = db_node(db)
+        self.g.add_edge(ROOT, d, kind="contains")
+        for t in tables:
+            self.g.add_edge(d, table_node(db, t), kind="contains")
+        for e in edges:
+            a, b = table_node(db, e.a), table_node(db, e.b)
+            self.g.add_edge(a, b, kind=e.kind, evidence=e.evidence)
+            self.g.add_edge(b, a, kind=e.kind, evidence=e.evidence)
+
+    def remove_database(self, db: str) -> None:
+        d = db_node(db)
+        if d in self.g:
+            self.g.remove_nodes_from([n for n in list(self.g.successors(d))] + [d])
+
+    @property
+    def databases(self) -> list[str]:
+        return [n[1] for n in self.g.successors(ROOT)]
+
+    def tables(self, db: str) -> list[str]:
+        d = db_node(db)
+        return [n[2] for n in self.g.successors(d)] if d in self.g else []
+
+    def neighbours(self, db: str, table: str) -> list[str]:
+        n = table_node(db, table)
+        return [m[2] for m in self.g.successors(n)] if n in self.g else []
+
+    def is_trail(self, db: str, tables: Sequence[str]) -> bool:
+        """True if ``tables`` belong to ``db`` and each one after the first touches an earlier one."""
+        if not tables or len(set(tables)) != len(tables):
+            return False
+        if any(table_node(db, t) not in self.g for t in tables) or not self.g.has_edge(ROOT, db_node(db)):
+            return False
+        for i, t in enumerate(tables[1:], 1):
+            if not any(self.g.has_edge(table_node(db, t), table_node(db, p)) for p in tables[:i]):
+                return False
+        return True
+
+    def is_connected_schema(self, db: str, tables: Iterable[str]) -> bool:
+        """True if some order of ``tables`` is a trail (the induced table subgraph is connected)."""
+        ts = list(dict.fromkeys(tables))
+        if not ts or any(table_node(db, t) not in self.g for t in ts):
+            return False
+        sub = self.g.subgraph([table_node(db, t) for t in ts]).to_undirected()
+        return nx.is_connected(sub)

@@ -1,0 +1,39 @@
+"""Answer-generation input: data points within a budget, never silently truncated; JSON values."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+from tagql.config import AnswerSettings
+from tagql.db.connection import Result
+from tagql.tag.answer import format_data_points, json_value, result_values
+
+
+def test_small_result_is_shown_whole() -> None:
+    r = Result("SELECT", ["name", "h"], [("Ymir", 30480), ("Surtur", 30480)])
+    text = format_data_points(r, AnswerSettings())
+    assert text == "Data Point 1:\n- name: Ymir\n- h: 30480\nData Point 2:\n- name: Surtur\n- h: 30480"
+
+
+def test_large_result_says_its_shape_and_what_is_shown() -> None:
+    rows = [(f"hero {i}", i) for i in range(500)]
+    r = Result("SELECT", ["name", "h"], rows, truncated=True, row_cap=500)
+    text = format_data_points(r, AnswerSettings(max_rows_in_prompt=5))
+    assert text.startswith("The query returned at least 500 (the result was cut at the row cap) rows and 2 columns; only the first 5 are shown.")
+    assert "- h: 500 distinct non-null values, min 0, max 499" in text
+    assert "Data Point 5:" in text and "Data Point 6:" not in text
+
+
+def test_character_budget_limits_rows() -> None:
+    rows = [("x" * 150,) for _ in range(50)]
+    text = format_data_points(Result("SELECT", ["t"], rows), AnswerSettings(max_chars_in_prompt=1000))
+    assert "only the first 5 are shown" in text
+
+
+def test_values_are_json_safe() -> None:
+    assert json_value(decimal.Decimal("2.50")) == 2.5 and json_value(decimal.Decimal("3")) == 3
+    assert json_value(dt.date(2024, 1, 2)) == "2024-01-02"
+    assert json_value(b"\x01\xff") == "01ff" and json_value(float("nan")) == "nan"
+    assert result_values(Result("", ["a"], [(1,), (2,)])) == [1, 2]
+    assert result_values(Result("", ["a", "b"], [(1, "x")])) == [[1, "x"]]

@@ -1,0 +1,121 @@
+"""Query synthesis plumbing with a scripted LLM: prompt shape, SQL extraction, validation, retry."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tagql.config import load_settings
+from tagql.db import open_database
+from tagql.errors import InvalidQuery, LLMOutputError, UnsafeQuery
+from tagql.knowledge import ScoredStatement, StaticStatements
+from tagql.llm.scripted import ScriptedLLM
+from tagql.pipeline import TagQL
+from tagql.tag.query import extract_sql
+
+
+@pytest.fixture()
+def db_file(tmp_path: Path, demo_db_path: Path) -> Path:
+    dst = tmp_path / "superhero.sqlite"
+    shutil.copy(demo_db_path, dst)
+    return dst
+
+
+def session(db_file: Path, replies: list[str], **kw) -> TagQL:  # noqa: ANN003
+    return TagQL(open_database(db_file), ScriptedLLM(replies), settings=load_settings(), **kw)
+
+
+@pytest.mark.parametrize(
+    ("reply", "sql"),
+    [
+        ("SELECT 1", "SELECT 1"),
+        ("```sql\nSELECT name FROM t;\n```", "SELECT name FROM t"),
+        ("Here is the query:\n```\nSELECT a\nFROM t\n```\nThis returns a.", "SELECT a\nFROM t"),
+        ("SELECT a FROM t; -- done\nThis query selects a.", "SELECT a FROM t"),
+        ("```sql\nWITH x AS (SELECT 1) SELECT * FROM x", "WITH x AS (SELECT 1) SELECT * FROM x"),
+        ("SELECT 'a;b' FROM t;", "SELECT 'a;b' FROM t"),
+        ("The SQL is: select count(*) from superhero", "select count(*) from superhero"),
+    ],
+)
+def test_extract_sql(reply: str, sql: str) -> None:
+    assert extract_sql(reply) == sql
+
+
+def test_extract_sql_keeps_a_second_statement_for_the_safety_check() -> None:
+    assert extract_sql("SELECT 1; DROP TABLE t;") == "SELECT 1; DROP TABLE t"
+
+
+def test_no_sql_in_reply() -> None:
+    with pytest.raises(LLMOutputError, match="no SQL"):
+        extract_sql("I am sorry, I cannot help with that.")
+
+
+def test_prompt_has_schema_first_then_question_and_statements(db_file: Path) -> None:
+    statements = StaticStatements([ScoredStatement("tall heroes", "superhero.height_cm > 200", 0.9)])
+    tq = session(db_file, ["SELECT COUNT(*) FROM superhero WHERE height_cm > 200", "There are 69."],
+                 knowledge=statements)
+    answer = tq.ask("How many tall heroes are there?")
+    sql_prompt = tq.llm.prompts[0]
+    assert sql_prompt[0].role == "system" and "CREATE TABLE superhero (" in sql_prompt[0].content
+    assert sql_prompt[1].content.startswith("Query: How many tall heroes are there?")
+    assert "- 'tall heroes' refers to superhero.height_cm > 200" in sql_prompt[1].content
+    assert "SQLite format" in sql_prompt[1].content
+    # the answer prompt carries the rows as data points
+    assert "Data Point 1:\n- COUNT(*): 69" in tq.llm.prompts[1][1].content
+    assert answer.values == [69] and answer.answer == "There are 69."
+    assert [s.text for s in answer.statements] == ["tall heroes"]
+    assert answer.tokens["calls"] == 2
+
+
+def test_unknown_column_is_repaired_with_the_error_message(db_file: Path) -> None:
+    tq = session(db_file, [
+        "SELECT publisher_name FROM superhero GROUP BY publisher_id",
+        "SELECT p.publisher_name FROM superhero s JOIN publisher p ON s.publisher_id = p.id "
+        "GROUP BY p.publisher_name ORDER BY COUNT(*) DESC LIMIT 1",
+        "Marvel Comics.",
+    ])
+    answer = tq.ask("Which publisher has the most heroes?")
+    repair = tq.llm.prompts[1][-1].content
+    assert "column 'publisher_name' does not exist" in repair and "join publisher" in repair
+    assert answer.values == ["Marvel Comics"]
+    assert [a.error is None for a in answer.attempts] == [False, True]
+
+
+def test_unknown_table_twice_gives_a_clear_error(db_file: Path) -> None:
+    tq = session(db_file, ["SELECT * FROM heroes", "SELECT * FROM heroes_table"])
+    with pytest.raises(InvalidQuery, match="unknown table 'heroes_table'"):
+        tq.ask("List all heroes")
+
+
+def test_reply_without_sql_is_retried_then_reported(db_file: Path) -> None:
+    tq = session(db_file, ["Sorry, I can't.", "I really cannot."])
+    with pytest.raises(LLMOutputError, match="no SQL"):
+        tq.ask("How many heroes?")
+
+
+@pytest.mark.parametrize(
+    "evil",
+    [
+        "DROP TABLE superhero",
+        "UPDATE superhero SET height_cm = 0",
+        "ATTACH DATABASE 'x.db' AS x",
+        "PRAGMA writable_schema = ON",
+        "SELECT 1; DELETE FROM superhero",
+    ],
+)
+def test_llm_written_writes_never_reach_the_file(db_file: Path, evil: str) -> None:
+    before = hashlib.sha256(db_file.read_bytes()).hexdigest()
+    tq = session(db_file, [evil, evil])
+    with pytest.raises(UnsafeQuery):
+        tq.ask("Please clean up the database")
+    assert hashlib.sha256(db_file.read_bytes()).hexdigest() == before
+
+
+def test_empty_result_is_said_without_inventing(db_file: Path) -> None:
+    tq = session(db_file, ["SELECT superhero_name FROM superhero WHERE height_cm > 1000000"])
+    answer = tq.ask("Which heroes are taller than a kilometre?")
+    assert answer.rows == [] and "no rows" in answer.answer
+    assert answer.tokens["calls"] == 1

@@ -1,0 +1,73 @@
+"""The sqlglot checks: a single read-only query, and every table/column must exist."""
+
+from __future__ import annotations
+
+import pytest
+
+from tagql.db.safety import fix_sqlite_double_quoted_strings, parse_read_only, validate_against_schema
+from tagql.db.schema import Column, ForeignKey, Schema, Table
+from tagql.errors import InvalidQuery, UnsafeQuery
+
+SCHEMA = Schema(
+    "heroes",
+    [
+        Table("superhero", [Column("id", "INTEGER", True), Column("superhero_name", "TEXT"),
+                            Column("publisher_id", "INTEGER"), Column("full name", "TEXT")],
+              [ForeignKey(["publisher_id"], "publisher", ["id"])]),
+        Table("publisher", [Column("id", "INTEGER", True), Column("publisher_name", "TEXT")]),
+    ],
+)
+
+
+def check(sql: str) -> None:
+    tree = parse_read_only(sql, "sqlite")
+    tree = fix_sqlite_double_quoted_strings(tree, SCHEMA)
+    validate_against_schema(tree, SCHEMA)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT id FROM superhero",
+        'SELECT "full name" FROM superhero',
+        "SELECT p.publisher_name, COUNT(*) AS n FROM superhero s JOIN publisher p ON s.publisher_id = p.id GROUP BY 1",
+        "WITH big AS (SELECT publisher_id FROM superhero) SELECT COUNT(*) FROM big",
+        "SELECT id FROM superhero UNION SELECT id FROM publisher",
+        'SELECT id FROM superhero WHERE superhero_name = "Batman"',  # SQLite's double-quoted string
+    ],
+)
+def test_valid_queries_pass(sql: str) -> None:
+    check(sql)
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("DROP TABLE superhero", "only SELECT"),
+        ("UPDATE superhero SET id = 1", "only SELECT"),
+        ("ATTACH 'x.db' AS y", "only SELECT"),
+        ("PRAGMA writable_schema = ON", "only SELECT"),
+        ("SELECT 1; DROP TABLE superhero", "single statement"),
+        ("SELECT * INTO copy FROM superhero", "read-only"),
+    ],
+)
+def test_writes_are_unsafe(sql: str, message: str) -> None:
+    with pytest.raises(UnsafeQuery, match=message):
+        check(sql)
+
+
+def test_unknown_table_names_the_real_tables() -> None:
+    with pytest.raises(InvalidQuery, match="unknown table 'heroes'; the tables are: superhero, publisher"):
+        check("SELECT * FROM heroes")
+
+
+def test_unknown_column_says_where_it_lives() -> None:
+    with pytest.raises(InvalidQuery, match="'publisher_name' does not exist .* it is a column of: publisher"):
+        check("SELECT publisher_name FROM superhero")
+    with pytest.raises(InvalidQuery, match="no table has such a column"):
+        check("SELECT height FROM superhero")
+
+
+def test_garbage_is_invalid_not_unsafe() -> None:
+    with pytest.raises(InvalidQuery):
+        check("SELEC name FRM superhero")
