@@ -1,0 +1,90 @@
+"""Spider routing benchmark (issue 4): 166 databases, 1034 dev questions (+ Spider-Syn).
+
+    python bench/routing_spider.py [--methods ours,bm25,dense,bm25-max,dense-max] [--syn] [--limit N]
+
+Builds (or reuses) the collection ``spider-bench`` under ``collections_dir`` and, for ``ours``, its
+router index. Prints a table and writes ``bench/results/routing_spider.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from tagql.config import load_settings
+from tagql.routing.collection import Collection
+from tagql.routing.metrics import Gold, gold_tables, summarize
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+OUT = Path(__file__).resolve().parent / "results" / "routing_spider.json"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--methods", default="ours,bm25,dense,bm25-max,dense-max")
+    ap.add_argument("--collection", default="spider-bench")
+    ap.add_argument("--syn", action="store_true", help="also run Spider-Syn dev")
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args()
+
+    settings = load_settings()
+    t0 = time.perf_counter()
+    coll = Collection.create(args.collection, settings)
+    if not coll.entries:
+        coll.add_spider(DATA / "spider" / "tables.json")
+        coll.save()
+    build_s = time.perf_counter() - t0
+    tables = {db: coll.schema(db).table_names for db in coll.databases}
+
+    dev = json.loads((DATA / "spider" / "dev.json").read_text())
+    syn = json.loads((DATA / "spider_syn" / "dev.json").read_text())
+    if args.limit:
+        dev, syn = dev[: args.limit], syn[: args.limit]
+    sets = {"spider": ([e["question"] for e in dev], [Gold(e["db_id"], gold_tables(e["query"], tables[e["db_id"]])) for e in dev])}
+    if args.syn:
+        sets["spider_syn"] = ([e["SpiderSynQuestion"] for e in syn],
+                              [Gold(e["db_id"], gold_tables(e["query"], tables[e["db_id"]])) for e in syn])
+
+    results: dict = {"collection": args.collection, "databases": len(coll.databases), "collection_build_s": round(build_s, 1),
+                     "methods": {}}
+    for m in args.methods.split(","):
+        base, _, agg = m.partition("-")
+        kwargs = {"db_agg": agg} if agg else {}
+        t = time.perf_counter()
+        router = coll.router(base, **kwargs)
+        load_s = time.perf_counter() - t
+        res: dict = {"load_s": round(load_s, 2)}
+        for name, (qs, golds) in sets.items():
+            lat = []
+            cands = []
+            for q in qs:
+                t = time.perf_counter()
+                cands.append(router.route(q, k=20))
+                lat.append(1000 * (time.perf_counter() - t))
+            res[name] = summarize(cands, golds) | {"p50_ms": round(statistics.median(lat), 1)}
+        results["methods"][m] = res
+        print(f"done {m}", file=sys.stderr)
+    results["max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    if getattr(coll, "path", None) and (coll.path / "router" / "meta.json").exists():
+        results["router_meta"] = json.loads((coll.path / "router" / "meta.json").read_text())
+
+    print(f"{'method':<12}{'set':<12}{'DB R@1':>8}{'DB R@5':>8}{'T R@5':>8}{'T R@15':>8}{'mAP':>8}{'p50 ms':>8}")
+    for m, res in results["methods"].items():
+        for name in sets:
+            r = res[name]
+            print(f"{m:<12}{name:<12}{r['db_r@1']:>8}{r['db_r@5']:>8}{r['table_r@5']:>8}{r['table_r@15']:>8}"
+                  f"{r['mAP']:>8}{r['p50_ms']:>8}")
+    print("DBCopilot   spider         85.01   96.42   91.63   97.51")
+    print("DBCopilot   spider_syn     62.67   85.11   70.35   86.26")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
