@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tagql.errors import TagqlError
@@ -125,8 +126,7 @@ def add(
             structurer = Structurer(model, kb.schema, kb.exemplars())
             ids = kb.add_nl(items, structurer, author=author, approve_valid=approved)
         for s in (kb.get(i) for i in ids):
-            note = f"  [yellow]({s.reason})[/]" if s.reason else ""
-            out.print(f"#{s.id} [{s.status}] {s.structured}{note}", highlight=False, soft_wrap=True)
+            _show(s)
         err.print(f"{len(ids)} statement(s) stored in {kb.path}")
 
 
@@ -189,10 +189,10 @@ def review(
             return
         for s in pending:
             out.rule(f"#{s.id}")
-            out.print(f"[bold]NL:[/]         {s.nl}", highlight=False)
-            out.print(f"[bold]structured:[/] {s.structured}", highlight=False)
+            out.print(f"[bold]NL:[/]         {escape(s.nl)}", highlight=False)
+            out.print(f"[bold]structured:[/] {escape(s.structured)}", highlight=False)
             if s.reason:
-                out.print(f"[yellow]problem:[/]    {s.reason}", highlight=False)
+                out.print(f"[yellow]problem:[/]    {escape(s.reason)}", highlight=False)
             while True:
                 choice = typer.prompt("[a]pprove, [r]eject, [e]dit, [s]kip, [q]uit", default="s").strip().lower()[:1]
                 if choice == "a":
@@ -211,8 +211,8 @@ def review(
 
 
 def _show(s: Any) -> None:
-    note = f"  [yellow]({s.reason})[/]" if s.reason else ""
-    out.print(f"#{s.id} [{s.status}] {s.structured}{note}", highlight=False, soft_wrap=True)
+    note = f"  [yellow]({escape(s.reason)})[/]" if s.reason else ""
+    out.print(f"#{s.id} \\[{s.status}] {escape(s.structured)}{note}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -236,7 +236,7 @@ def retrieve(
             if not question:
                 raise KnowledgeStoreError("give a QUESTION or --jsonl")
             for s in ret.retrieve(question, k):
-                out.print(f"{s.score:.3f}  {s.render()}", highlight=False, soft_wrap=True)
+                out.print(f"{s.score:.3f}  {escape(s.render())}", highlight=False, soft_wrap=True)
             return
         for n, line in enumerate(sys.stdin, 1):
             if not line.strip():
@@ -292,4 +292,4 @@ def exemplars(
             except OSError as exc:
                 raise KnowledgeStoreError(f"cannot read {file}: {exc.strerror}") from None
         for e in kb.exemplars():
-            out.print(f"{e.nl}\n  -> {e.structured}", highlight=False)
+            out.print(f"{escape(e.nl)}\n  -> {escape(e.structured)}", highlight=False)

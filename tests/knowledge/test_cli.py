@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from tagql.knowledge.cli import app
+
+from .conftest import TOX
+
+runner = CliRunner()
+
+
+def _store(tmp_path, shared_data):
+    store = tmp_path / "tox.kb"
+    tables = str(shared_data / "bird" / "dev_tables.json")
+    r = runner.invoke(app, ["add", "--db", tables, "--db-id", "toxicology", "--store", str(store),
+                            "--structured", "--approved", *TOX])
+    assert r.exit_code == 0, r.output
+    return store, tables
+
+
+def test_add_list_retrieve_jsonl(tmp_path, shared_data):
+    store, tables = _store(tmp_path, shared_data)
+    r = runner.invoke(app, ["list", "--store", str(store), "--json"])
+    rows = [json.loads(x) for x in r.stdout.splitlines()]
+    assert len(rows) == len(TOX) and all(x["status"] == "approved" for x in rows)
+    qs = ["How many triple bonds are there?", "In the molecule containing sodium atoms, how many are non-carcinogenic?"]
+    stdin = "\n".join(json.dumps({"question": q, "id": i}) for i, q in enumerate(qs)) + "\n"
+    for method in ("sbr", "bm25", "hybrid"):
+        r = runner.invoke(app, ["retrieve", "--store", str(store), "--method", method, "--k", "2", "--jsonl"], input=stdin)
+        assert r.exit_code == 0, r.output
+        out = [json.loads(x) for x in r.stdout.splitlines()]
+        assert [o["question"] for o in out] == qs
+        assert out[0]["statements"][0] == {"text": "triple bond", "sql": "bond.bond_type = '#'",
+                                           "score": out[0]["statements"][0]["score"]}
+        assert {s["text"] for s in out[1]["statements"]} == {"sodium atoms", "non-carcinogenic"}
+
+
+def test_review_flow_and_errors(tmp_path, shared_data):
+    store, tables = _store(tmp_path, shared_data)
+    r = runner.invoke(app, ["add", "--store", str(store), "--db", tables, "--db-id", "toxicology", "--structured",
+                            "'shiny' refers to molecule.shine = 1"])
+    assert r.exit_code == 0 and "proposed" in r.stdout and "shine" in r.stdout
+    new_id = len(TOX) + 1
+    r = runner.invoke(app, ["review", "--store", str(store), "--edit", str(new_id), "--sql", "molecule.label = '+'"])
+    assert r.exit_code == 0 and "proposed" in r.stdout
+    r = runner.invoke(app, ["review", "--store", str(store), "--approve", str(new_id)])
+    assert "[approved]" in r.stdout
+    # interactive: reject the next proposed one
+    runner.invoke(app, ["add", "--store", str(store), "--db", tables, "--db-id", "toxicology", "--structured",
+                        "'atoms' refers to atom.atom_id"])
+    r = runner.invoke(app, ["review", "--store", str(store)], input="r\nnot needed\n")
+    assert r.exit_code == 0 and "[rejected]" in r.stdout
+    # bad input: one-line errors, exit 2, store intact
+    for args, msg in [
+        (["retrieve", "--store", str(store), "--method", "magic", "--jsonl"], "unknown retrieval method"),
+        (["retrieve", "--store", str(tmp_path / "nope.kb"), "--jsonl"], "does not exist"),
+        (["list", "--store", str(store), "--status", "maybe"], "unknown status"),
+        (["add", "--store", str(store), "--db", tables, "--db-id", "toxicology", "--structured", "no mapping"],
+         "not a structured statement"),
+        (["add", "--store", str(store), "--db", tables, "--db-id", "nosuchdb", "--structured", "'a' refers to b"],
+         "no database 'nosuchdb'"),
+    ]:
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, (args, r.output)
+        assert "error:" in r.output and msg in r.output, r.output
+    r = runner.invoke(app, ["retrieve", "--store", str(store), "--jsonl"], input="not json\n")
+    assert r.exit_code == 2 and "input line 1" in r.output
+    r = runner.invoke(app, ["list", "--store", str(store), "--json"])
+    assert len(r.stdout.splitlines()) == len(TOX) + 2
+
+
+def test_import_paper_structured(tmp_path, shared_data):
+    r = runner.invoke(app, ["import-paper", "--data", str(shared_data), "--out", str(tmp_path), "--only", "toxicology"])
+    assert r.exit_code == 0, r.output
+    from tagql.knowledge.store import KnowledgeBase
+
+    kb = KnowledgeBase.open(tmp_path / "toxicology.kb")
+    n = kb.count()["approved"]
+    assert n >= 100 and kb.db_id == "toxicology"
+    # idempotent: importing again adds nothing
+    runner.invoke(app, ["import-paper", "--data", str(shared_data), "--out", str(tmp_path), "--only", "toxicology"])
+    assert kb.count()["approved"] == n
