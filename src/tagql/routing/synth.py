@@ -1,0 +1,220 @@
+"""Training-data synthesis (DBCopilot 3.4): a question for each sampled query schema.
+
+Two questioners, both reverse generators (schema -> question):
+
+* :class:`TemplateQuestioner` -- fast (~10^5 questions/minute), deterministic given a seed. It
+  verbalises the sampled tables, columns and real column *values* (when the collection has data)
+  with question patterns modelled on Spider's training questions (counts, lookups by value,
+  aggregates, superlatives, joins through related tables).
+* :class:`LLMQuestioner` -- the local LLM with few-shot exemplars from Spider's *train* split
+  (schema of the exemplar's gold SQL -> its question). ~2-5 s per question here, so it is used for
+  a sample and to measure cost, not for the bulk.
+
+:func:`keep_question` filters questions that mention nothing of some table of their schema.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tagql.db.schema import Column, Schema, Table
+from tagql.routing.sampling import QuerySchema
+from tagql.routing.text import human, tokens
+
+_NUM = ("INT", "NUM", "REAL", "FLOA", "DOUB", "DEC")
+
+
+@dataclass(frozen=True)
+class SyntheticQuestion:
+    question: str
+    schema: QuerySchema
+    source: str  # template | llm
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"question": self.question, "database": self.schema.database, "tables": list(self.schema.tables),
+                "source": self.source}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SyntheticQuestion:
+        return cls(d["question"], QuerySchema(d["database"], tuple(d["tables"])), d.get("source", "template"))
+
+
+def col_name(c: Column) -> str:
+    return human(c.description) if c.description and len(c.description) < 40 else human(c.name)
+
+
+def _is_key(c: Column) -> bool:
+    n = c.name.lower()
+    return n == "id" or n.endswith("_id") or n.endswith("id") and len(n) > 2 and n[-3] in "_ " or c.primary_key and "id" in n
+
+
+def _plural(word: str) -> str:
+    if word.endswith(("s", "x", "ch", "sh")):
+        return word + ("" if word.endswith("s") else "es")
+    if word.endswith("y") and word[-2:-1] not in "aeiou":
+        return word[:-1] + "ies"
+    return word + "s"
+
+
+class TemplateQuestioner:
+    """Schema(+values) -> question by question patterns. Cheap enough for thousands per database."""
+
+    def __init__(self, schemas: Mapping[str, Schema], values: Mapping[str, Mapping[tuple[str, str], list[Any]]],
+                 seed: int = 0) -> None:
+        self.schemas = schemas
+        self.values = values
+        self.rng = random.Random(seed)
+
+    def _cols(self, t: Table) -> list[Column]:
+        cols = [c for c in t.columns if not _is_key(c)]
+        return cols or t.columns
+
+    def _value(self, db: str, t: Table) -> tuple[Column, str] | None:
+        vals = self.values.get(db, {})
+        opts = [(c, v) for c in t.columns for v in vals.get((t.name, c.name), [])[:50]
+                if isinstance(v, str) and 2 < len(v) < 40 and not _is_key(c)]
+        return self.rng.choice(opts) if opts else None
+
+    def question(self, qs: QuerySchema) -> str:
+        schema = self.schemas[qs.database]
+        tabs = [schema.table(t) for t in qs.tables]
+        r = self.rng
+        names = [human(t.name) for t in tabs]
+        t0, n0 = tabs[0], names[0]
+        c = r.choice(self._cols(t0))
+        c2 = r.choice(self._cols(t0))
+        nums = [x for x in t0.columns if any(k in (x.type or "").upper() for k in _NUM) and not _is_key(x)]
+        val = self._value(qs.database, t0)
+        if len(tabs) == 1:
+            pats = [
+                f"How many {_plural(n0)} are there?",
+                f"List the {col_name(c)} of all {_plural(n0)}.",
+                f"What are the {col_name(c)} and {col_name(c2)} of each {n0}?",
+                f"Show the distinct {col_name(c)} of {_plural(n0)}.",
+                f"Find the {col_name(c)} of {_plural(n0)} sorted by {col_name(c2)}.",
+                f"How many {_plural(n0)} are there for each {col_name(c)}?",
+            ]
+            if nums:
+                n = col_name(r.choice(nums))
+                pats += [f"What is the average {n} of all {_plural(n0)}?",
+                         f"Which {n0} has the highest {n}? Show its {col_name(c)}.",
+                         f"What is the maximum and minimum {n} of {_plural(n0)}?",
+                         f"List the {col_name(c)} of {_plural(n0)} with {n} greater than the average."]
+            if val:
+                vc, v = val
+                pats += [f"What is the {col_name(c)} of the {n0} whose {col_name(vc)} is {v}?",
+                         f"How many {_plural(n0)} have {col_name(vc)} {v}?",
+                         f"Show all {_plural(n0)} with {col_name(vc)} '{v}'.",
+                         f"Find the {col_name(c)} of {_plural(n0)} from {v}."]
+            return r.choice(pats)
+        t1, n1 = tabs[1], names[1]
+        d = r.choice(self._cols(t1))
+        val1 = self._value(qs.database, t1)
+        pats = [
+            f"Show the {col_name(c)} of each {n0} and the {col_name(d)} of its {n1}.",
+            f"What is the {col_name(c)} of the {n0} with the most {_plural(n1)}?",
+            f"How many {_plural(n1)} does each {n0} have? List the {col_name(c)}.",
+            f"List the {col_name(c)} of {_plural(n0)} that do not have any {n1}.",
+            f"For each {n1}, show its {col_name(d)} and the number of {_plural(n0)}.",
+            f"Find the {col_name(d)} of {_plural(n1)} related to {_plural(n0)} ordered by {col_name(c)}.",
+        ]
+        if val1:
+            vc, v = val1
+            pats += [f"What are the {col_name(c)} of {_plural(n0)} with a {n1} whose {col_name(vc)} is {v}?",
+                     f"How many {_plural(n0)} are associated with {n1} {v}?"]
+        if val:
+            vc, v = val
+            pats += [f"Show the {col_name(d)} of {_plural(n1)} of the {n0} with {col_name(vc)} {v}."]
+        q = r.choice(pats)
+        for t, n in zip(tabs[2:], names[2:]):
+            e = r.choice(self._cols(t))
+            q = q.rstrip(".?") + r.choice([f", together with the {col_name(e)} of the {n}?",
+                                           f" and their {n} {col_name(e)}.", f" in each {n}."])
+        return q
+
+    def generate(self, schemas: Sequence[QuerySchema]) -> list[SyntheticQuestion]:
+        return [SyntheticQuestion(self.question(s), s, "template") for s in schemas]
+
+
+def schema_terms(schema: Schema, tables: Sequence[str], values: Mapping[tuple[str, str], list[Any]] | None = None
+                 ) -> list[set[str]]:
+    """Per table: the stemmed words of its name, column names and (short text) values."""
+    out = []
+    for name in tables:
+        t = schema.table(name)
+        words = set(tokens(t.name))
+        for c in t.columns:
+            words |= set(tokens(c.name)) | set(tokens(col_name(c)))
+            for v in (values or {}).get((t.name, c.name), [])[:50]:
+                if isinstance(v, str) and len(v) < 40:
+                    words |= set(tokens(v))
+        out.append(words)
+    return out
+
+
+def keep_question(question: str, schema: Schema, qs: QuerySchema,
+                  values: Mapping[tuple[str, str], list[Any]] | None = None) -> bool:
+    """The filter: a question must be a real sentence and mention something of *every* table."""
+    q = set(tokens(question))
+    if len(question) < 12 or len(question) > 400 or not q:
+        return False
+    return all(q & terms for terms in schema_terms(schema, qs.tables, values))
+
+
+# ---- the LLM questioner ----------------------------------------------------------------------------
+
+def _compact(schema: Schema, tables: Sequence[str]) -> str:
+    lines = []
+    for name in tables:
+        t = schema.table(name)
+        lines.append(f"{t.name}({', '.join(c.name for c in t.columns)})")
+    return "\n".join(lines)
+
+
+class LLMQuestioner:
+    """Few-shot schema -> question with the local LLM; exemplars from Spider's train split."""
+
+    def __init__(self, llm: Any, schemas: Mapping[str, Schema], train_json: str | Path, *, shots: int = 3,
+                 seed: int = 0) -> None:
+        from tagql.routing.metrics import gold_tables
+
+        self.llm = llm
+        self.schemas = schemas
+        self.rng = random.Random(seed)
+        self.shots = shots
+        train_schemas: dict[str, Schema] = {}
+        tables_json = Path(train_json).parent.parent / "spider" / "tables.json"
+        if tables_json.exists():
+            train_schemas = {e["db_id"]: Schema.from_spider(e) for e in json.loads(tables_json.read_text())}
+        self.exemplars: dict[int, list[tuple[str, str]]] = {}
+        for e in json.loads(Path(train_json).read_text()):
+            s = train_schemas.get(e["db_id"]) or schemas.get(e["db_id"])
+            if s is None:
+                continue
+            ts = sorted(gold_tables(e["query"], s.table_names))
+            if ts:
+                names = [s.table(t).name for t in ts]
+                self.exemplars.setdefault(min(len(ts), 3), []).append((_compact(s, names), e["SpiderQuestion"]))
+
+    def messages(self, qs: QuerySchema) -> list:
+        from tagql.llm.base import system, user
+
+        pool = self.exemplars.get(min(len(qs.tables), 3)) or [x for v in self.exemplars.values() for x in v]
+        shots = self.rng.sample(pool, min(self.shots, len(pool)))
+        body = "".join(f"Tables:\n{s}\nQuestion: {q}\n\n" for s, q in shots)
+        body += f"Tables:\n{_compact(self.schemas[qs.database], qs.tables)}\nQuestion:"
+        return [system("Write one natural question a user could ask that is answered with SQL over exactly "
+                       "these tables (use all of them). Reply with the question only."), user(body)]
+
+    def question(self, qs: QuerySchema) -> str:
+        out = self.llm.complete(self.messages(qs), max_tokens=48, stop=["\n"]).text
+        return re.sub(r"^\s*(Question:)?\s*", "", out).strip().strip('"')
+
+    def generate(self, schemas: Sequence[QuerySchema]) -> list[SyntheticQuestion]:
+        return [SyntheticQuestion(self.question(s), s, "llm") for s in schemas]
