@@ -1,0 +1,148 @@
+"""Execution accuracy, latency and memory of `tagql ask` on BIRD dev (student_club, superhero, toxicology).
+
+Conditions side by side in one run: `none` (no domain knowledge) and `evidence` (the dataset's
+per-question evidence given to the prompt as domain statements). Accuracy is BIRD's execution match:
+the set of rows of the predicted SQL equals that of the gold SQL from bird/dev.json (June-2024 revision).
+
+    python bench/ask.py --limit 25            # first 25 questions of each database (fixed subset)
+    python bench/ask.py                       # all 432 questions
+
+Prints a table and writes bench/results/ask.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from tagql.config import load_settings  # noqa: E402
+from tagql.db import open_database  # noqa: E402
+from tagql.errors import TagqlError  # noqa: E402
+from tagql.knowledge import ScoredStatement, StaticStatements  # noqa: E402
+from tagql.llm import make_llm  # noqa: E402
+from tagql.pipeline import TagQL  # noqa: E402
+
+DATA = Path(os.environ.get("TAGQL_SHARED_DATA", ROOT.parent / "shared" / "data"))
+DBS = ["student_club", "superhero", "toxicology"]
+
+
+def rows_match(pred: list, gold: list) -> bool:
+    return {tuple(r) for r in pred} == {tuple(r) for r in gold}
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--limit", type=int, default=0, help="first N questions per database (0 = all)")
+    ap.add_argument("--dbs", default=",".join(DBS))
+    ap.add_argument("--conditions", default="none,evidence")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "ask.json"))
+    args = ap.parse_args()
+
+    settings = load_settings()
+    questions = json.loads((DATA / "bird" / "dev.json").read_text())
+    dbs = args.dbs.split(",")
+    conditions = args.conditions.split(",")
+    chosen = {db: [q for q in questions if q["db_id"] == db] for db in dbs}
+    if args.limit:
+        chosen = {db: qs[: args.limit] for db, qs in chosen.items()}
+    total = sum(len(v) for v in chosen.values()) * len(conditions)
+
+    t0 = time.perf_counter()
+    llm = make_llm(settings)
+    load_s = time.perf_counter() - t0
+    console = Console()
+    records = []
+    first_question_s: dict[str, float] = {}
+    with Progress(console=console) as progress:
+        task = progress.add_task("asking", total=total)
+        for db_id in dbs:
+            path = DATA / "bird" / "dev_databases" / db_id / f"{db_id}.sqlite"
+            db = open_database(path, settings=settings.db)
+            gold_db = open_database(path)
+            for cond in conditions:
+                for q in chosen[db_id]:
+                    evidence = (q.get("evidence") or "").strip()
+                    knowledge = None
+                    if cond == "evidence" and evidence:
+                        knowledge = StaticStatements([ScoredStatement(evidence, "", 1.0)])
+                    session = TagQL(db, llm, settings=settings, knowledge=knowledge)
+                    rec = {"db": db_id, "condition": cond, "question_id": q["question_id"], "question": q["question"]}
+                    start = time.perf_counter()
+                    try:
+                        answer = session.ask(q["question"])
+                        rec.update(sql=answer.sql, timings=answer.timings, tokens=answer.tokens,
+                                   retries=len(answer.attempts) - 1)
+                        try:
+                            gold = gold_db.execute(q["SQL"], timeout_s=60, row_cap=1_000_000).rows
+                            rec["correct"] = rows_match([tuple(r) for r in answer.rows], gold) and not answer.truncated
+                        except TagqlError as exc:
+                            rec.update(correct=False, gold_error=exc.one_line())
+                    except TagqlError as exc:
+                        rec.update(correct=False, error=exc.one_line())
+                    rec["wall_s"] = round(time.perf_counter() - start, 3)
+                    if db_id not in first_question_s:
+                        first_question_s[db_id] = rec["wall_s"]
+                        rec["cold"] = True
+                    records.append(rec)
+                    progress.advance(task)
+    peak_rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+
+    summary = {}
+    table = Table(title="tagql ask on BIRD dev (execution accuracy, local model)")
+    for col in ("condition", "db", "n", "EX", "errors", "retried", "warm p50 s", "warm p95 s"):
+        table.add_column(col, justify="right")
+    for cond in conditions:
+        for db_id in [*dbs, "all"]:
+            rs = [r for r in records if r["condition"] == cond and (db_id == "all" or r["db"] == db_id)]
+            if not rs:
+                continue
+            warm = [r["wall_s"] for r in rs if not r.get("cold")]
+            s = {
+                "n": len(rs),
+                "ex": sum(r["correct"] for r in rs) / len(rs),
+                "errors": sum("error" in r for r in rs),
+                "retried": sum(r.get("retries", 0) > 0 for r in rs),
+                "warm_p50_s": pct(warm, 0.5),
+                "warm_p95_s": pct(warm, 0.95),
+            }
+            summary[f"{cond}/{db_id}"] = s
+            table.add_row(cond, db_id, str(s["n"]), f"{s['ex']:.3f}", str(s["errors"]), str(s["retried"]),
+                          f"{s['warm_p50_s']:.2f}", f"{s['warm_p95_s']:.2f}")
+    console.print(table)
+    console.print(
+        f"model load {load_s:.1f} s; cold first question per database: "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in first_question_s.items())
+        + f"; peak RSS {peak_rss_gb:.2f} GB; model {llm.name}"
+    )
+    out = {
+        "model": llm.name, "limit_per_db": args.limit or None, "subset": "first N questions per db in bird/dev.json order",
+        "model_load_s": round(load_s, 2), "cold_first_question_s": first_question_s, "peak_rss_gb": round(peak_rss_gb, 3),
+        "summary": summary, "records": records,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1, default=str))
+    console.print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
