@@ -61,12 +61,15 @@ def model_progress(quiet: bool = False) -> tuple[Callable[[int, int], None], Cal
     return update, progress.stop
 
 
-def build_session(db: str, llm: str | None, settings: Settings, quiet: bool = False, knowledge: Any = None):  # noqa: ANN201
+def build_session(  # noqa: ANN201
+    db: str, llm: str | None, settings: Settings, quiet: bool = False, knowledge: Any = None,
+    descriptions: Path | None = None,
+):
     from tagql.db import open_database
     from tagql.llm import make_llm
     from tagql.pipeline import TagQL
 
-    database = open_database(db, settings=settings.db)
+    database = open_database(db, settings=settings.db, descriptions_dir=descriptions)
     _ = database.schema  # fail early on a bad database, before loading a model
     update, stop = model_progress(quiet)
     try:
@@ -112,6 +115,10 @@ def print_answer(a: Any) -> None:
 
 DbOpt = Annotated[str, typer.Option("--db", help="SQLite file path or SQLAlchemy URL")]
 LlmOpt = Annotated[Optional[str], typer.Option("--llm", help="local | openai (default: from config)")]
+DescOpt = Annotated[
+    Optional[Path],
+    typer.Option("--descriptions", help="folder of BIRD-style column description CSVs (default: next to a SQLite file)"),
+]
 
 
 @app.command()
@@ -120,11 +127,12 @@ def ask(
     db: DbOpt,
     llm: LlmOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    descriptions: DescOpt = None,
 ) -> None:
     """Answer QUESTION over a database: SQL, result rows and a plain-language answer."""
     with user_errors():
         settings = load_settings()
-        session = build_session(db, llm, settings, quiet=as_json)
+        session = build_session(db, llm, settings, quiet=as_json, descriptions=descriptions)
         answer = session.ask(question)
         if as_json:
             sys.stdout.write(json.dumps(answer.to_dict(), default=str) + "\n")
@@ -160,12 +168,12 @@ def demo(
 
 
 @app.command()
-def schema(db: DbOpt) -> None:
+def schema(db: DbOpt, descriptions: DescOpt = None) -> None:
     """Print the schema as the LLM sees it (CREATE TABLE with comments)."""
     from tagql.db import open_database
 
     with user_errors():
-        database = open_database(db, settings=load_settings().db)
+        database = open_database(db, settings=load_settings().db, descriptions_dir=descriptions)
         console.print(Syntax(database.schema.to_prompt(), "sql", word_wrap=True))
 
 

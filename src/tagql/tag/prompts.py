@@ -57,6 +57,7 @@ def answer_user_prompt(question: str, sql: str, data: str) -> str:
     return (
         "You will be given a list of data points and a question. Use the data points to answer the question. "
         "Answer in one or two short sentences of plain English, stating the values. If the data points do "
-        "not answer the question, say so. Do not invent values.\n\n"
+        "not answer the question, say so. Use the values exactly as given: if a value is an id or a code, "
+        "report it as it is, never guess what it stands for.\n\n"
         f"The data points are the result of this SQL query: {sql}\n\n{data}\n\nQuestion: {question}\nAnswer:"
     )
