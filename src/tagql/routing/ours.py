@@ -63,6 +63,23 @@ def _norm_max(x: np.ndarray) -> np.ndarray:
     return x / np.where(m > 0, m, 1.0)
 
 
+def _embed_small(emb: Any, texts: list[str]) -> np.ndarray:
+    """Embed a few texts on one thread: on a busy 2-core machine a one-question encode takes ~12 ms
+    single-threaded and ~500 ms with two contending threads."""
+    if len(texts) > 16:
+        return emb.embed(texts)
+    try:
+        import torch
+    except ImportError:
+        return emb.embed(texts)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return emb.embed(texts)
+    finally:
+        torch.set_num_threads(before)
+
+
 class ValueIndex:
     """Exact n-gram matches of a question against stored column values (names, cities, titles...)."""
 
@@ -120,12 +137,25 @@ class GraphRouter:
         self.bm25 = BM25(docs)
         self.bm25_db = BM25([db_docs[d] for d in self.dbs])
         self.values = ValueIndex(collection, self.keys)
-        self.doc_vecs = self.emb.embed(docs)
-        self.db_vecs = self.emb.embed([db_docs[d] for d in self.dbs])
+        self.doc_vecs = self._cached_embed(docs)
+        self.db_vecs = self._cached_embed([db_docs[d] for d in self.dbs])
         self.syn: list[SyntheticQuestion] = []
         self.syn_vecs = np.zeros((0, self.doc_vecs.shape[1]), dtype=np.float32)
         self.weights = np.zeros(len(FEATURES), dtype=np.float32)
         self.meta: dict[str, Any] = {}
+
+    def _cached_embed(self, texts: list[str]) -> np.ndarray:
+        """Embed documents, reusing vectors saved by earlier builds (load time, updates)."""
+        d = self.collection.path / "router"
+        cache: dict[str, np.ndarray] = getattr(self, "_doc_cache", None) or {}
+        if not cache and (d / "doc_cache.npy").exists():
+            keys = json.loads((d / "doc_cache.json").read_text())
+            cache = dict(zip(keys, np.load(d / "doc_cache.npy")))
+        self._doc_cache = cache
+        todo = [t for t in dict.fromkeys(texts) if t not in cache]
+        if todo:
+            cache.update(zip(todo, self.emb.embed(todo)))
+        return np.stack([cache[t] for t in texts]).astype(np.float32) if texts else np.zeros((0, 384), np.float32)
 
     # ---- synthetic memory ----------------------------------------------------------------------
     def synthesize(self, dbs: Sequence[str], progress: Progress | None = None) -> list[SyntheticQuestion]:
@@ -153,7 +183,7 @@ class GraphRouter:
     # ---- features ------------------------------------------------------------------------------
     def features(self, questions: Sequence[str], exclude_groups: np.ndarray | None = None) -> np.ndarray:
         """(Q, tables, FEATURES) evidence for every table of the collection."""
-        qv = self.emb.embed(list(questions))
+        qv = _embed_small(self.emb, list(questions))
         nq, nt = len(questions), len(self.keys)
         f = np.zeros((nq, nt, len(FEATURES)), dtype=np.float32)
         f[:, :, 0] = _norm_max(np.stack([self.bm25.scores(q) for q in questions]))
@@ -276,7 +306,8 @@ class GraphRouter:
                 tables += [t for t in tr if t not in tables]
             # then the remaining tables of the database, best first (table recall at larger k)
             rest = sorted((t for t in logit if t not in tables), key=lambda t: -logit[t])
-            cands.append(Candidate(db, tables + rest[: max(0, 3 - len(tables))], best, used))
+            conf = 1 / (1 + math.exp(-max(logit.values())))
+            cands.append(Candidate(db, tables + rest[: max(0, 3 - len(tables))], best, used, conf))
         cands.sort(key=lambda c: -c.score)
         return cands[:k]
 
@@ -297,6 +328,9 @@ class GraphRouter:
         d = self.collection.path / "router"
         d.mkdir(parents=True, exist_ok=True)
         np.save(d / "syn_vecs.npy", self.syn_vecs)
+        cache = getattr(self, "_doc_cache", {})
+        (d / "doc_cache.json").write_text(json.dumps(list(cache)))
+        np.save(d / "doc_cache.npy", np.stack(list(cache.values())) if cache else np.zeros((0, 384), np.float32))
         (d / "synthetic.jsonl").write_text("".join(json.dumps(q.to_dict()) + "\n" for q in self.syn))
         fps = {n: e.fingerprint for n, e in self.collection.entries.items()}
         (d / "meta.json").write_text(json.dumps(self.meta | {"weights_vec": self.weights.tolist(), "fingerprints": fps,

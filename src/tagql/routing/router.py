@@ -31,9 +31,13 @@ class Candidate:
     tables: list[str]
     score: float
     trails: list[list[str]] = field(default_factory=list)  # the graph trails merged into ``tables``
+    confidence: float | None = None  # ``ours``: probability its best table is needed (calibrated scorer)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"database": self.database, "tables": list(self.tables), "score": round(float(self.score), 4)}
+        d = {"database": self.database, "tables": list(self.tables), "score": round(float(self.score), 4)}
+        if self.confidence is not None:
+            d["confidence"] = round(float(self.confidence), 3)
+        return d
 
 
 class Router(Protocol):
