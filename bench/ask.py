@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -28,12 +27,12 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from tagql.config import load_settings  # noqa: E402
-from tagql.db import open_database  # noqa: E402
-from tagql.errors import TagqlError  # noqa: E402
-from tagql.knowledge import ScoredStatement, StaticStatements  # noqa: E402
-from tagql.llm import make_llm  # noqa: E402
-from tagql.pipeline import TagQL  # noqa: E402
+from tagql.config import load_settings
+from tagql.db import open_database
+from tagql.errors import TagqlError
+from tagql.knowledge import ScoredStatement, StaticStatements
+from tagql.llm import make_llm
+from tagql.pipeline import TagQL
 
 DATA = Path(os.environ.get("TAGQL_SHARED_DATA", ROOT.parent / "shared" / "data"))
 DBS = ["student_club", "superhero", "toxicology"]

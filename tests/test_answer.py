@@ -32,7 +32,7 @@ def test_character_budget_limits_rows() -> None:
 
 
 def test_values_are_json_safe() -> None:
-    assert json_value(decimal.Decimal("2.50")) == 2.5 and json_value(decimal.Decimal("3")) == 3
+    assert json_value(decimal.Decimal("2.50")) == 2.5 and json_value(decimal.Decimal(3)) == 3
     assert json_value(dt.date(2024, 1, 2)) == "2024-01-02"
     assert json_value(b"\x01\xff") == "01ff" and json_value(float("nan")) == "nan"
     assert result_values(Result("", ["a"], [(1,), (2,)])) == [1, 2]

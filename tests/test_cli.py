@@ -33,7 +33,7 @@ def test_sql_command_runs_checked_queries(demo_db_path: Path) -> None:
     assert typo.exit_code == 2 and "column 'nam' does not exist" in typo.output
 
 
-def test_bad_openai_endpoint_is_one_line(demo_db_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_bad_openai_endpoint_is_one_line(demo_db_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("TAGQL_LLM__BASE_URL", "http://127.0.0.1:9/v1")
     result = runner.invoke(app, ["ask", "How many heroes?", "--db", str(demo_db_path), "--llm", "openai"])
     assert result.exit_code == 2 and "cannot reach the LLM endpoint" in result.output

@@ -24,7 +24,7 @@ def db_file(tmp_path: Path, demo_db_path: Path) -> Path:
     return dst
 
 
-def session(db_file: Path, replies: list[str], **kw) -> TagQL:  # noqa: ANN003
+def session(db_file: Path, replies: list[str], **kw) -> TagQL:
     return TagQL(open_database(db_file), ScriptedLLM(replies), settings=load_settings(), **kw)
 
 
@@ -73,8 +73,8 @@ def test_prompt_has_schema_first_then_question_and_statements(db_file: Path) -> 
 def test_unknown_column_is_repaired_with_the_error_message(db_file: Path) -> None:
     tq = session(db_file, [
         "SELECT publisher_name FROM superhero GROUP BY publisher_id",
-        "SELECT p.publisher_name FROM superhero s JOIN publisher p ON s.publisher_id = p.id "
-        "GROUP BY p.publisher_name ORDER BY COUNT(*) DESC LIMIT 1",
+        ("SELECT p.publisher_name FROM superhero s JOIN publisher p ON s.publisher_id = p.id "
+         "GROUP BY p.publisher_name ORDER BY COUNT(*) DESC LIMIT 1"),
         "Marvel Comics.",
     ])
     answer = tq.ask("Which publisher has the most heroes?")

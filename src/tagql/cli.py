@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -61,7 +61,7 @@ def model_progress(quiet: bool = False) -> tuple[Callable[[int, int], None], Cal
     return update, progress.stop
 
 
-def build_session(  # noqa: ANN201
+def build_session(
     db: str, llm: str | None, settings: Settings, quiet: bool = False, knowledge: Any = None,
     descriptions: Path | None = None,
 ):
@@ -114,9 +114,9 @@ def print_answer(a: Any) -> None:
 
 
 DbOpt = Annotated[str, typer.Option("--db", help="SQLite file path or SQLAlchemy URL")]
-LlmOpt = Annotated[Optional[str], typer.Option("--llm", help="local | openai (default: from config)")]
+LlmOpt = Annotated[str | None, typer.Option("--llm", help="local | openai (default: from config)")]
 DescOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--descriptions", help="folder of BIRD-style column description CSVs (default: next to a SQLite file)"),
 ]
 
@@ -150,7 +150,7 @@ DEMO_QUESTIONS = [
 @app.command()
 def demo(
     llm: LlmOpt = None,
-    question: Annotated[Optional[list[str]], typer.Option("--question", "-q", help="ask this instead")] = None,
+    question: Annotated[list[str] | None, typer.Option("--question", "-q", help="ask this instead")] = None,
 ) -> None:
     """Ask a few questions of the bundled demo database (BIRD's superhero, CC BY-SA 4.0)."""
     from tagql.demo import demo_database_path
@@ -205,7 +205,7 @@ def sql(
 
 @app.command()
 def model(
-    name: Annotated[Optional[str], typer.Argument(help="pack name (default: the configured model)")] = None,
+    name: Annotated[str | None, typer.Argument(help="pack name (default: the configured model)")] = None,
 ) -> None:
     """Assemble and verify the embedded model now (it is otherwise done on first use)."""
     from tagql.llm.model_pack import PACKS, resolve_model_path

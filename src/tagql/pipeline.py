@@ -60,7 +60,7 @@ class TagQL:
         )
 
     @property
-    def schema(self):  # noqa: ANN201 - re-export for convenience
+    def schema(self):
         return self.db.schema
 
     def ask(self, question: str) -> Answer:

@@ -5,6 +5,13 @@ from tagql.db.safety import parse_read_only, validate_against_schema
 from tagql.db.schema import Column, ForeignKey, Schema, Table
 
 __all__ = [
-    "Database", "Result", "open_database", "Schema", "Table", "Column", "ForeignKey",
-    "parse_read_only", "validate_against_schema",
+    "Column",
+    "Database",
+    "ForeignKey",
+    "Result",
+    "Schema",
+    "Table",
+    "open_database",
+    "parse_read_only",
+    "validate_against_schema",
 ]

@@ -90,7 +90,7 @@ class Schema:
                     notes.append("e.g. " + ", ".join(_sample(v) for v in c.samples))
                 if descriptions:
                     vdesc = _one_line(c.value_description)
-                    vdesc = re.sub(r"^commonsense (evidence|reasoning)\s*:\s*", "", vdesc, flags=re.I)
+                    vdesc = re.sub(r"^commonsense (evidence|reasoning)\s*:\s*", "", vdesc, flags=re.IGNORECASE)
                     if vdesc:
                         notes.append(vdesc)
                 comment = "; ".join(notes)

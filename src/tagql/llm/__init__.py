@@ -9,7 +9,7 @@ from tagql.config import LLMSettings, Settings, load_settings
 from tagql.llm.base import LLM, Completion, Message, Usage, system, user
 from tagql.llm.model_pack import PACKS, resolve_model_path
 
-__all__ = ["LLM", "Completion", "Message", "Usage", "system", "user", "make_llm", "PACKS"]
+__all__ = ["LLM", "PACKS", "Completion", "Message", "Usage", "make_llm", "system", "user"]
 
 
 def make_llm(

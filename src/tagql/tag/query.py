@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field
 
 import sqlglot
-from sqlglot.errors import ParseError, TokenError
 
 from tagql.db.connection import Database, Result
 from tagql.db.safety import fix_sqlite_double_quoted_strings, parse_read_only, validate_against_schema
@@ -21,11 +20,11 @@ from tagql.knowledge import ScoredStatement
 from tagql.llm.base import LLM, Message, system, user
 from tagql.tag import prompts
 
-_FENCE = re.compile(r"```(?:sql|sqlite|postgresql|postgres|mysql)?\s*\n?(.*?)```", re.S | re.I)
+_FENCE = re.compile(r"```(?:sql|sqlite|postgresql|postgres|mysql)?\s*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 _KEYWORDS = r"SELECT|WITH|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|ATTACH|DETACH|PRAGMA|REPLACE|VACUUM|MERGE"
-_LINE_START = re.compile(rf"^[ \t]*({_KEYWORDS})\b", re.I | re.M)
-_INLINE = re.compile(r"\bSELECT\s|\bWITH\s+(RECURSIVE\s+)?\w+\s*(\([^)]*\))?\s+AS\s*\(", re.I)
-_START = re.compile(r"(WITH|SELECT)\b", re.I)
+_LINE_START = re.compile(rf"^[ \t]*({_KEYWORDS})\b", re.IGNORECASE | re.MULTILINE)
+_INLINE = re.compile(r"\bSELECT\s|\bWITH\s+(RECURSIVE\s+)?\w+\s*(\([^)]*\))?\s+AS\s*\(", re.IGNORECASE)
+_START = re.compile(r"(WITH|SELECT)\b", re.IGNORECASE)
 
 
 def extract_sql(text: str) -> str:
@@ -34,7 +33,7 @@ def extract_sql(text: str) -> str:
     candidate = fenced[0] if fenced else text
     if not fenced and "```" in candidate:  # an unterminated fence
         candidate = candidate.split("```", 1)[1]
-        candidate = re.sub(r"^(sql|sqlite)\s*\n", "", candidate, flags=re.I)
+        candidate = re.sub(r"^(sql|sqlite)\s*\n", "", candidate, flags=re.IGNORECASE)
     # a statement at the start of a line (any kind: the safety check judges it), else an inline SELECT
     m = _LINE_START.search(candidate) or _INLINE.search(candidate)
     if not m:
@@ -57,7 +56,7 @@ def _first_statement(sql: str) -> str:
         elif ch == ";":
             rest = sql[i + 1:].strip()
             # a second statement stays (the safety check rejects it); trailing prose is cut
-            if _START.match(rest) or re.match(r"(DROP|DELETE|UPDATE|INSERT|ATTACH|PRAGMA|CREATE|ALTER)\b", rest, re.I):
+            if _START.match(rest) or re.match(r"(DROP|DELETE|UPDATE|INSERT|ATTACH|PRAGMA|CREATE|ALTER)\b", rest, re.IGNORECASE):
                 return sql
             return sql[:i]
     return sql
@@ -89,10 +88,12 @@ def prepare_sql(sql: str, db: Database) -> str:
     except InvalidQuery:
         if db.dialect == "sqlite":
             raise
-        try:  # small models often write SQLite/MySQL flavour whatever they are told
-            translated = sqlglot.transpile(sql, read="sqlite", write=db.dialect)[0]
-        except (ParseError, TokenError, IndexError):
-            raise
+        try:
+            sqlglot.parse_one(sql, read="sqlite")
+        except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+            raise InvalidQuery(f"SQL does not parse ({db.dialect}): {sql.strip()[:80]!r}") from None
+        # small models often write SQLite/MySQL flavour whatever they are told
+        translated = sqlglot.transpile(sql, read="sqlite", write=db.dialect)[0]
         tree = parse_read_only(translated, db.dialect)
         sql = translated
     before = tree.sql(dialect=db.dialect)
