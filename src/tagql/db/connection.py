@@ -87,6 +87,17 @@ class Database:
         self.dialect = _DIALECTS.get(engine.dialect.name, engine.dialect.name)
         dbapi = getattr(engine.dialect, "loaded_dbapi", None) or getattr(engine.dialect, "dbapi", None)
         self._driver_error: type[BaseException] = getattr(dbapi, "Error", sqlite3.Error)
+        self._functions: dict[tuple[str, int], Any] = {}
+
+    def register_function(self, name: str, nargs: int, fn: Any) -> None:
+        """Make a Python function callable from SQL on SQLite (e.g. LM operators as UDFs).
+
+        Applied to the pooled connection before each query; ``nargs=-1`` accepts any number."""
+        if self.dialect != "sqlite":
+            from tagql.errors import QueryFailed
+
+            raise QueryFailed(f"SQL functions can only be registered on SQLite, not {self.dialect}")
+        self._functions[(name, nargs)] = fn
 
     def __repr__(self) -> str:
         return f"Database({self.name!r}, dialect={self.dialect!r})"
@@ -117,6 +128,8 @@ class Database:
         return result
 
     def _run_sqlite(self, raw: Any, sql: str, timeout: float, cap: int) -> tuple[list[str], list[tuple], bool]:
+        for (fname, nargs), fn in self._functions.items():
+            raw.create_function(fname, nargs, fn)
         deadline = time.monotonic() + timeout
         raw.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 20_000)
         try:
