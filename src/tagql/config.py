@@ -64,12 +64,23 @@ class AnswerSettings(BaseModel):
     sql_retries: int = 1
 
 
+class TagSettings(BaseModel):
+    """LM operators (semantic filter/map/rank/aggregate) and hybrid plans."""
+
+    max_lm_calls: int = 200  # per question; exceeding it stops with a clear error
+    batch_size: int = 1  # rows per LM call for filter/map (1 = one grammar-constrained call per distinct row)
+    cache: bool = True  # persistent operator cache under cache_dir/tag_cache.sqlite
+    agg_chunk_chars: int = 4000  # hierarchical aggregation: characters of rows per summarised chunk
+    udf_timeout_s: float = 600.0  # statement timeout for SQL that calls LM functions
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TAGQL_", env_nested_delimiter="__", extra="ignore")
 
     llm: LLMSettings = Field(default_factory=LLMSettings)
     db: DatabaseSettings = Field(default_factory=DatabaseSettings)
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
+    tag: TagSettings = Field(default_factory=TagSettings)
     cache_dir: Path = Field(default_factory=user_cache_dir)
     knowledge_dir: Path = Field(default_factory=lambda: user_config_dir() / "knowledge")
     # routing collections (schema graph, synthetic questions, router index), one folder per name
