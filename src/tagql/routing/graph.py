@@ -91,12 +91,15 @@ def table_edges(schema: Schema, values: Mapping[tuple[str, str], Iterable[str]] 
                 jac = len(va & vb) / len(va | vb)
                 if jac > JACCARD:
                     add(ta, tb, "values", f"{ta}.{ca} ~ {tb}.{cb} (jaccard {jac:.2f})")
+    has_data = {k for k, v in (values or {}).items() if len(set(v)) >= 3}
     for i, ta in enumerate(schema.tables):
         for tb in schema.tables[i + 1:]:
             if frozenset((ta.name, tb.name)) in found:
                 continue
             for ca in ta.columns:
+                # where both columns have data, the value overlap above decided; names are the fallback
                 cb = next((c for c in tb.columns if _kind(c.type) == _kind(ca.type)
+                           and not ((ta.name, ca.name) in has_data and (tb.name, c.name) in has_data)
                            and _names_related(schema, ta.name, ca.name, tb.name, c.name, strict=True)), None)
                 if cb is not None:
                     add(ta.name, tb.name, "names", f"{ta.name}.{ca.name} ~ {tb.name}.{cb.name}")

@@ -32,6 +32,8 @@ class QuerySchema:
 def dfs_order(schema: QuerySchema, graph: SchemaGraph, rng: random.Random | None = None) -> list[str]:
     """Algorithm 2: DFS from the root over the schema's nodes, successors in a random order ``pi``."""
     rng = rng or random.Random(0)
+    if not graph.is_connected_schema(schema.database, schema.tables):
+        raise ValueError(f"{schema} is not a connected schema of the graph")
     nodes = {ROOT, db_node(schema.database)} | {table_node(schema.database, t) for t in schema.tables}
     visited: list[tuple] = []
     seen: set[tuple] = set()

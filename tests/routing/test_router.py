@@ -1,0 +1,105 @@
+"""Routers on a small Spider collection: accuracy, graph validity of candidates, updates, errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tagql.routing.collection import Collection
+from tagql.routing.errors import DatabaseGone, EmptyCollection, IndexMissing
+from tagql.routing.metrics import Gold, gold_tables, summarize
+from tagql.routing.ours import GraphRouter
+from tagql.routing.synth import keep_question
+from tagql.routing.sampling import QuerySchema
+
+from .conftest import DBS
+
+
+@pytest.fixture(scope="module")
+def dev(spider_dir: Path) -> list[dict]:
+    return [e for e in json.loads((spider_dir / "dev.json").read_text()) if e["db_id"] in DBS][::4]
+
+
+def _score(router, collection, dev) -> dict:
+    golds = [Gold(e["db_id"], gold_tables(e["query"], collection.schema(e["db_id"]).table_names)) for e in dev]
+    return summarize(router.route_many([e["question"] for e in dev], k=8), golds)
+
+
+def test_ours_routes_dev_questions_and_beats_bm25(small_router, small_collection, dev) -> None:
+    ours = _score(small_router, small_collection, dev)
+    bm25 = _score(small_collection.router("bm25"), small_collection, dev)
+    assert ours["n"] > 60
+    assert ours["db_r@1"] >= 90.0, ours
+    assert ours["table_r@5"] >= 90.0, ours
+    assert ours["db_r@1"] >= bm25["db_r@1"], (ours, bm25)
+
+
+def test_every_candidate_is_a_trail(small_router, small_collection, dev) -> None:
+    g = small_collection.graph
+    for cands in small_router.route_many([e["question"] for e in dev[:40]], k=5):
+        assert len({c.database for c in cands}) == len(cands) == 5  # one candidate per database
+        assert [c.score for c in cands] == sorted((c.score for c in cands), reverse=True)
+        for c in cands:
+            assert c.trails
+            for trail in c.trails:
+                assert g.is_trail(c.database, trail), (c.database, trail)
+            assert 0.0 <= c.confidence <= 1.0
+
+
+def test_synthetic_questions_pass_filter(small_router, small_collection) -> None:
+    syn = small_router.syn
+    assert len(syn) > 200
+    s = small_collection.schema("concert_singer")
+    assert not keep_question("What is the weather like today?", s, QuerySchema("concert_singer", ("singer",)))
+    assert keep_question("How many singers are from France?", s, QuerySchema("concert_singer", ("singer",)))
+
+
+def test_router_persists_and_reloads(small_router, small_collection) -> None:
+    again = GraphRouter.load(small_collection)
+    q = "Show the stadium name and the number of concerts in each stadium."
+    assert [c.to_dict() for c in again.route(q)] == [c.to_dict() for c in small_router.route(q)]
+    assert again.route(q)[0].database == "concert_singer"
+
+
+def test_incremental_update_add_and_remove(small_collection, small_router, spider_dir, tmp_path) -> None:
+    c = Collection.create("upd", path=tmp_path / "upd")
+    shutil.copytree(small_collection.path, c.path, dirs_exist_ok=True)
+    c = Collection.load("upd", path=c.path)
+    r = GraphRouter.load(c)
+    q = "What are the names of the wrestlers who were eliminated by Orton?"
+    assert r.route(q)[0].database != "wrestler"
+    c.add_spider(spider_dir / "tables.json", only=["wrestler"])
+    c.remove("pets_1")
+    c.save()
+    r = GraphRouter.load(c)
+    info = r.update()
+    assert info["added_or_changed"] == ["wrestler"] and info["removed"] == ["pets_1"]
+    assert info["new_questions"] > 0
+    top = r.route(q)[0]
+    assert top.database == "wrestler" and "Elimination" in top.tables
+    assert all(cand.database != "pets_1" for cand in r.route("How many pets are owned by students?", k=8))
+    # a reload sees the same state; nothing else was re-synthesized
+    r2 = GraphRouter.load(c)
+    assert len(r2.syn) == len(r.syn)
+    assert r2.update()["added_or_changed"] == []
+
+
+def test_bad_input(tmp_path: Path, small_collection) -> None:
+    empty = Collection.create("empty", path=tmp_path / "empty")
+    with pytest.raises(EmptyCollection):
+        empty.router("bm25")
+    c = Collection.create("gone", path=tmp_path / "gone")
+    src = Path(small_collection.target("pets_1"))
+    copy = tmp_path / "pets_1.sqlite"
+    shutil.copy(src, copy)
+    c.add_database(str(copy))
+    c.save()
+    assert c.open("pets_1").execute("SELECT count(*) FROM Student").rows[0][0] > 0
+    copy.unlink()
+    with pytest.raises(DatabaseGone, match="disappeared"):
+        Collection.load("gone", path=c.path).open("pets_1")
+    with pytest.raises(IndexMissing):
+        c.router("ours")
