@@ -1,0 +1,68 @@
+"""LM operators as SQLite functions, on a real BIRD database, with a scripted LM."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tagql.db.connection import open_database
+from tagql.llm.scripted import ScriptedLLM
+from tagql.tag.operators import LMCallLimitExceeded, OperatorError, SemEngine
+from tagql.tag.query import prepare_sql
+from tagql.tag.udf import execute_with_lm, register_lm_functions, uses_lm_functions
+
+PEOPLE = {"George Lucas", "J. K. Rowling", "J. R. R. Tolkien"}
+
+
+def judge(messages):
+    claim = re.search(r"<statement>(.*?)</statement>", messages[-1].content).group(1)
+    return "yes" if claim.split(" is ")[0] in PEOPLE else "no"
+
+
+@pytest.fixture
+def superhero(shared_data):
+    return open_database(shared_data / "bird" / "dev_databases" / "superhero" / "superhero.sqlite")
+
+
+def test_lm_filter_in_sql(superhero):
+    llm = ScriptedLLM(judge)
+    eng = SemEngine(llm)
+    register_lm_functions(superhero, eng)
+    sql = ("SELECT publisher_name FROM publisher WHERE publisher_name <> '' AND "
+           "LM_FILTER('{name} is a person, not a company', publisher_name) ORDER BY publisher_name")
+    assert uses_lm_functions(sql)
+    sql = prepare_sql(sql, superhero)  # schema validation accepts the LM function
+    r = execute_with_lm(superhero, sql, eng)
+    assert [x[0] for x in r.rows] == sorted(PEOPLE)
+    assert llm.usage.calls == 24  # 24 non-empty publishers
+
+
+def test_lm_filter_over_joined_rows_dedupes_through_cache(superhero):
+    llm = ScriptedLLM(judge)
+    eng = SemEngine(llm)
+    register_lm_functions(superhero, eng)
+    sql = ("SELECT COUNT(*) FROM superhero s JOIN publisher p ON s.publisher_id = p.id "
+           "WHERE LM_FILTER('{name} is a person, not a company', p.publisher_name)")
+    r = execute_with_lm(superhero, sql, eng)
+    assert r.rows[0][0] > 0
+    assert llm.usage.calls <= 25  # one per distinct publisher, not one per hero (750)
+    assert eng.stats.cache_hits > 600
+
+
+def test_udf_errors_surface(superhero):
+    eng = SemEngine(ScriptedLLM(judge), max_calls=3)
+    register_lm_functions(superhero, eng)
+    with pytest.raises(LMCallLimitExceeded):
+        execute_with_lm(superhero, "SELECT publisher_name FROM publisher WHERE "
+                        "LM_FILTER('{n} is a person', publisher_name)", eng)
+    with pytest.raises(OperatorError, match="1 \\{field\\}"):
+        execute_with_lm(superhero, "SELECT LM_MAP('{a} x', 1, 2)", eng)
+
+
+def test_lm_score_and_map(superhero):
+    llm = ScriptedLLM(lambda m: "7" if "Score" in m[-1].content else "mapped")
+    eng = SemEngine(llm)
+    register_lm_functions(superhero, eng)
+    r = execute_with_lm(superhero, "SELECT LM_SCORE('{x} is famous', 'Batman'), LM_MAP('{x} upper', 'a')", eng)
+    assert r.rows == [(7, "mapped")]
