@@ -169,3 +169,10 @@ def test_progress_callback():
     table(ScriptedLLM(sv_judge), progress=lambda op, d, n: seen.append((op, d, n))).sem_filter(
         "{City} is a city in Silicon Valley")
     assert seen[-1] == ("filter", 4, 4)
+
+
+def test_filter_with_limit_stops_early():
+    llm = ScriptedLLM(sv_judge)
+    out = table(llm).sem_filter("{City} is a city in Silicon Valley", limit=2)
+    assert [r[0] for r in out.rows] == [1, 3]
+    assert llm.usage.calls == 3  # Palo Alto, Fresno, San Jose; Cupertino never judged

@@ -1,0 +1,186 @@
+"""Selectable answering methods, side by side (TAG paper section 4.2):
+
+* ``text2sql`` - the SQL result *is* the answer (no LM over rows);
+* ``rag`` - row-level embedding retrieval of 10 rows serialised as "- col: val", then the LM answers;
+* ``retrieval_rank`` - RAG over 30 rows, LM re-scores them (0-10), the best 10 go to the LM;
+* ``text2sql_lm`` - SQL fetches rows, the LM answers from them;
+* ``tag`` - ours: an automatic hybrid plan (SQL + LM operators), validated, then executed; relational
+  questions (a plan without operators) stay plain SQL.
+
+Entry point for the CLI: ``answer(session, question, method) -> TagAnswer`` (an ``Answer`` with
+``method``, ``plan``, ``lm_calls`` and ``operator_stats``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tagql.db.connection import Database, Result
+from tagql.errors import TagqlError
+from tagql.llm.base import system, user
+from tagql.pipeline import Answer, TagQL
+from tagql.tag import tag_prompts
+from tagql.tag.answer import format_data_points, json_value, result_values
+from tagql.tag.cache import OpCache
+from tagql.tag.operators import SemEngine
+from tagql.tag.plan import Planner, run_plan
+
+METHODS = ("tag", "text2sql", "rag", "retrieval_rank", "text2sql_lm")
+
+_AGG = re.compile(r"^\s*(summari[sz]e|provide (some )?information|describe|give (me )?an overview|what do .* say)",
+                  re.I)
+
+
+def is_aggregation(question: str) -> bool:
+    """Aggregation questions (TAG-Bench) want a summary, not a list of values."""
+    return bool(_AGG.search(question))
+
+
+@dataclass
+class TagAnswer(Answer):
+    method: str = "tag"
+    plan: dict[str, Any] | None = None
+    lm_calls: int = 0
+    operator_stats: dict[str, Any] = field(default_factory=dict)
+
+
+def make_engine(session: TagQL, *, progress: Any = None) -> SemEngine:
+    s = session.settings.tag
+    cache = OpCache(Path(session.settings.cache_dir) / "tag_cache.sqlite") if s.cache else OpCache(None)
+    return SemEngine(session.llm, cache=cache, max_calls=s.max_lm_calls, batch_size=s.batch_size,
+                     progress=progress, agg_chunk_chars=s.agg_chunk_chars)
+
+
+def parse_list(text: str) -> list[Any]:
+    """The values of a ``[v1, v2]`` reply (Python literal; lenient about the surrounding text)."""
+    m = re.search(r"\[.*\]", text, re.S)
+    if not m:
+        return [text.strip()] if text.strip() else []
+    try:
+        val = ast.literal_eval(m.group(0))
+    except (ValueError, SyntaxError):
+        inner = m.group(0)[1:-1]
+        return [p.strip().strip("'\"") for p in inner.split(",") if p.strip()]
+    return list(val) if isinstance(val, (list, tuple)) else [val]
+
+
+def lm_answer(session: TagQL, question: str, data: str) -> tuple[str, list[Any]]:
+    """Paper B.2: a Python list for match/comparison/ranking, free text for aggregation."""
+    if is_aggregation(question):
+        reply = session.llm.complete([system(tag_prompts.AGG_ANSWER), user(tag_prompts.answer_prompt(data, question))],
+                                     max_tokens=256)
+        return reply.text.strip(), []
+    reply = session.llm.complete([system(tag_prompts.LIST_ANSWER), user(tag_prompts.answer_prompt(data, question))],
+                                 max_tokens=session.settings.answer.max_answer_tokens)
+    values = parse_list(reply.text)
+    return reply.text.strip(), [json_value(v) for v in values]
+
+
+def sentence(values: list[Any], total_rows: int | None = None) -> str:
+    if not values:
+        return "No rows satisfy the question."
+    shown = ", ".join(str(v) for v in values[:20])
+    more = f" (and {len(values) - 20} more)" if len(values) > 20 else ""
+    return f"Answer: {shown}{more}."
+
+
+# -- RAG row index ------------------------------------------------------------------------------------------
+
+_ROW_INDEX: dict[str, tuple[list[str], np.ndarray]] = {}
+
+
+def serialize_row(table: str, columns: list[str], row: tuple[Any, ...]) -> str:
+    return f"Table {table}:\n" + "\n".join(f"- {c}: {json_value(v)}" for c, v in zip(columns, row))
+
+
+def row_index(db: Database, *, per_table: int = 2000) -> tuple[list[str], np.ndarray]:
+    """Every table's rows serialised and embedded (cached per database for the process)."""
+    key = str(db.path or db.name)
+    if key not in _ROW_INDEX:
+        from tagql.embeddings import default_embedder
+
+        texts: list[str] = []
+        for name in db.schema.table_names:
+            r = db.execute(f'SELECT * FROM "{name}" LIMIT {per_table}')
+            texts.extend(serialize_row(name, r.columns, row) for row in r.rows)
+        vecs = default_embedder().embed(texts) if texts else np.zeros((0, 1))
+        _ROW_INDEX[key] = (texts, vecs)
+    return _ROW_INDEX[key]
+
+
+def retrieve_rows(db: Database, question: str, k: int) -> list[str]:
+    from tagql.embeddings import default_embedder
+
+    texts, vecs = row_index(db)
+    if not texts:
+        return []
+    q = default_embedder().embed([question])[0]
+    top = np.argsort(-(vecs @ q))[:k]
+    return [texts[i] for i in top]
+
+
+def _points(rows: list[str]) -> str:
+    return "\n".join(f"Data Point {i + 1}:\n{r}" for i, r in enumerate(rows))
+
+
+# -- the methods -------------------------------------------------------------------------------------------
+
+def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEngine | None = None) -> TagAnswer:
+    """Answer ``question`` with ``method`` (one of :data:`METHODS`)."""
+    question = question.strip()
+    if method not in METHODS:
+        raise TagqlError(f"unknown method '{method}'", f"use one of: {', '.join(METHODS)}")
+    if not question:
+        raise TagqlError("the question is empty", "ask something about the data")
+    engine = engine or make_engine(session)
+    llm = session.llm
+    before = llm.usage.snapshot()
+    t0 = time.perf_counter()
+    sql, result, text, values, plan = "", Result("", [], []), "", [], None
+    attempts: list[Any] = []
+    notes: list[str] = []
+    if method in ("text2sql", "text2sql_lm"):
+        outcome = session.synthesizer.run(question)
+        sql, result, attempts = outcome.sql, outcome.result, outcome.attempts
+        if method == "text2sql":
+            values = result_values(result)
+            text = sentence(values)
+        else:
+            text, values = lm_answer(session, question, format_data_points(result, session.settings.answer))
+    elif method in ("rag", "retrieval_rank"):
+        if method == "rag":
+            rows = retrieve_rows(session.db, question, 10)
+        else:
+            cands = retrieve_rows(session.db, question, 30)
+            scores = engine.score_many(f"the record is relevant to answering: {question}", cands)
+            order = sorted(range(len(cands)), key=lambda i: -scores[i])[:10]
+            rows = [cands[i] for i in order]
+        text, values = lm_answer(session, question, _points(rows))
+        result = Result("", ["row"], [(r,) for r in rows])
+    else:  # tag
+        planner = Planner(session.db, llm, engine, retries=session.settings.answer.sql_retries)
+        p, plan_attempts = planner.make(question)
+        run = run_plan(p, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
+        sql, result = run.sql, run.result
+        plan = {**p.to_dict(), "relational": p.relational, "trace": run.trace, "attempts": plan_attempts}
+        if run.summary is not None:
+            text, values = run.summary, []
+        else:
+            values = result_values(result)
+            text = sentence(values)
+        notes.extend(result.notes)
+    usage = llm.usage.since(before)
+    return TagAnswer(
+        question=question, database=session.db.name, sql=sql, columns=list(result.columns),
+        rows=[[json_value(v) for v in r] for r in result.rows[:200]], answer=text, values=values,
+        timings={"total_s": round(time.perf_counter() - t0, 3), "lm_s": usage["seconds"]},
+        tokens=usage, attempts=attempts, notes=notes, truncated=result.truncated,
+        method=method, plan=plan, lm_calls=int(usage["calls"]), operator_stats=engine.stats.to_dict(),
+    )

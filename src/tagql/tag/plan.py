@@ -1,0 +1,237 @@
+"""Automatic hybrid plans: the LM writes SQL plus ordered operators; tagql validates, then runs them.
+
+A plan (JSON, shown to the user as-is)::
+
+    {"sql": "SELECT School, Phone, County FROM schools ORDER BY AvgScrRead ASC",
+     "operators": [{"op": "filter", "instruction": "{County} is a county in Southern California"},
+                   {"op": "limit", "n": 1},
+                   {"op": "columns", "columns": ["Phone"]}]}
+
+Operators run in order on the SQL result: LM operators ``filter``, ``map``, ``extract``, ``topk``,
+``agg`` (must be last: it produces the answer text) and relational ``limit``, ``columns``, ``count``,
+``distinct``. A plan with no operators is a purely relational question: plain SQL.
+
+Validation happens before any LM operator runs: the SQL passes the usual safety and schema checks, its
+result columns are read with ``LIMIT 0``, and every operator's name, arguments and ``{column}``
+references are checked against the columns available at that step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tagql.db.connection import Database, Result
+from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, TagqlError, UnsafeQuery
+from tagql.llm.base import LLM, Message, system, user
+from tagql.tag import tag_prompts as prompts
+from tagql.tag.operators import OperatorError, SemEngine, SemTable, resolve_columns, resolve_or_none
+from tagql.tag.query import prepare_sql
+from tagql.tag.udf import execute_with_lm, register_lm_functions
+
+LM_OPS = {"filter", "map", "extract", "topk", "agg"}
+REL_OPS = {"limit", "columns", "count", "distinct"}
+OPS = LM_OPS | REL_OPS
+
+PLAN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "sql": {"type": "string"},
+        "operators": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "op": {"type": "string", "enum": sorted(OPS)},
+                    "instruction": {"type": "string"},
+                    "k": {"type": "integer"},
+                    "n": {"type": "integer"},
+                    "column": {"type": "string"},
+                    "columns": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["op"],
+            },
+        },
+    },
+    "required": ["sql", "operators"],
+}
+
+
+class PlanError(TagqlError):
+    """The plan is not valid for this database (bad SQL, unknown operator or column)."""
+
+
+@dataclass
+class Plan:
+    sql: str
+    operators: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def relational(self) -> bool:
+        return not self.operators
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> Plan:
+        if not isinstance(obj, dict) or not isinstance(obj.get("sql"), str) or not obj["sql"].strip():
+            raise PlanError("the plan has no SQL query", 'a plan is {"sql": "...", "operators": [...]}')
+        ops = obj.get("operators") or []
+        if not isinstance(ops, list) or not all(isinstance(o, dict) for o in ops):
+            raise PlanError("the plan's operators must be a list of objects")
+        return cls(obj["sql"].strip().rstrip(";"), [dict(o) for o in ops])
+
+
+def parse_plan(text: str) -> Plan:
+    """A plan from an LM reply (JSON, possibly fenced or with prose around it)."""
+    m = re.search(r"\{.*\}", text, re.S)
+    if not m:
+        raise LLMOutputError(f"the LM reply contains no JSON plan: {text.strip()[:120]!r}")
+    try:
+        obj = json.loads(m.group(0))
+    except ValueError as exc:
+        raise LLMOutputError(f"the LM plan is not valid JSON: {exc}") from exc
+    return Plan.from_obj(obj)
+
+
+def validate_plan(plan: Plan, db: Database, engine: SemEngine) -> tuple[str, list[list[str]]]:
+    """Check everything before running: returns (prepared SQL, the columns before each operator)."""
+    register_lm_functions(db, engine)
+    try:
+        sql = prepare_sql(plan.sql, db)
+        probe = db.execute(f"SELECT * FROM ({sql}) AS plan_probe LIMIT 0")
+    except (InvalidQuery, UnsafeQuery, QueryFailed) as exc:
+        raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}") from exc
+    cols = list(probe.columns)
+    seen: list[list[str]] = []
+    for i, op in enumerate(plan.operators):
+        seen.append(list(cols))
+        name = str(op.get("op", "")).lower()
+        where = f"operator {i + 1} ({name or '?'})"
+        if name not in OPS:
+            raise PlanError(f"{where}: unknown operator", f"use one of: {', '.join(sorted(OPS))}")
+        if name == "agg" and i != len(plan.operators) - 1:
+            raise PlanError(f"{where}: agg produces the answer text, so it must be the last operator")
+        if name in LM_OPS:
+            instr = op.get("instruction")
+            if not isinstance(instr, str) or not instr.strip():
+                raise PlanError(f"{where}: needs an instruction")
+            try:
+                refs = resolve_columns(instr, cols, op=name)
+            except OperatorError as exc:
+                raise PlanError(f"{where}: {exc.one_line()}") from exc
+            if not refs and name != "agg":
+                raise PlanError(f"{where}: the instruction must reference a column in braces",
+                                f"e.g. {{{cols[0] if cols else 'Column'}}}")
+        if name == "topk" and not (isinstance(op.get("k"), int) and op["k"] >= 1):
+            raise PlanError(f"{where}: needs k >= 1")
+        if name == "limit" and not (isinstance(op.get("n"), int) and op["n"] >= 0):
+            raise PlanError(f"{where}: needs n >= 0")
+        if name == "map":
+            col = op.get("column") or "result"
+            op["column"] = col
+            cols = cols + [col]
+        elif name == "extract":
+            fields = op.get("columns")
+            if not isinstance(fields, list) or not fields or not all(isinstance(f, str) for f in fields):
+                raise PlanError(f"{where}: needs the output field names in 'columns'")
+            cols = cols + list(fields)
+        elif name == "columns":
+            wanted = op.get("columns")
+            if not isinstance(wanted, list) or not wanted:
+                raise PlanError(f"{where}: needs a list of column names")
+            missing = [c for c in wanted if resolve_or_none(str(c), cols) is None]
+            if missing:
+                raise PlanError(f"{where}: unknown column '{missing[0]}'", f"the columns are: {', '.join(cols)}")
+            cols = [cols[resolve_or_none(str(c), cols)] for c in wanted]  # type: ignore[index]
+        elif name == "count":
+            cols = ["count"]
+    return sql, seen
+
+
+@dataclass
+class PlanRun:
+    plan: Plan
+    sql: str
+    result: Result  # the final table (or the SQL result when the plan ends with agg)
+    summary: str | None = None  # agg output
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def run_plan(plan: Plan, db: Database, engine: SemEngine, *, udf_timeout_s: float = 600.0) -> PlanRun:
+    t0 = time.perf_counter()
+    sql, _ = validate_plan(plan, db, engine)
+    result = execute_with_lm(db, sql, engine, timeout_s=udf_timeout_s)
+    trace = [{"step": "sql", "rows": len(result.rows)}]
+    table = SemTable.from_result(result, engine)
+    summary = None
+    for i, op in enumerate(plan.operators):
+        name = op["op"].lower()
+        nxt = plan.operators[i + 1] if i + 1 < len(plan.operators) else {}
+        if name == "filter":
+            # filter then limit n: stop judging once n rows passed
+            early = nxt.get("n") if str(nxt.get("op", "")).lower() == "limit" else None
+            table = table.sem_filter(op["instruction"], limit=early)
+        elif name == "map":
+            table = table.sem_map(op["instruction"], op["column"])
+        elif name == "extract":
+            table = table.sem_extract(op["instruction"], op["columns"])
+        elif name == "topk":
+            table = table.sem_topk(op["instruction"], op["k"])
+        elif name == "agg":
+            summary = table.sem_agg(op["instruction"])
+        elif name == "limit":
+            table = SemTable(table.columns, table.rows[: op["n"]], engine)
+        elif name == "distinct":
+            table = SemTable(table.columns, list(dict.fromkeys(table.rows)), engine)
+        elif name == "columns":
+            idx = [resolve_or_none(str(c), table.columns) for c in op["columns"]]
+            table = SemTable([table.columns[i] for i in idx], [tuple(r[i] for i in idx) for r in table.rows],
+                             engine)
+        elif name == "count":
+            table = SemTable(["count"], [(len(table.rows),)], engine)
+        trace.append({"step": name, "rows": len(table.rows)})
+    final = table.to_result(sql)
+    final.notes = list(result.notes)
+    final.truncated = result.truncated
+    return PlanRun(plan, sql, final, summary, trace, time.perf_counter() - t0)
+
+
+class Planner:
+    """Asks the LM for a plan (JSON-constrained), validates it, retries once with the error."""
+
+    def __init__(self, db: Database, llm: LLM, engine: SemEngine, *, retries: int = 1, max_tokens: int = 400):
+        self.db = db
+        self.llm = llm
+        self.engine = engine
+        self.retries = retries
+        self.max_tokens = max_tokens
+
+    def messages(self, question: str) -> list[Message]:
+        return [system(prompts.plan_system_prompt(self.db.name, self.db.schema.to_prompt())),
+                user(prompts.plan_user_prompt(question))]
+
+    def make(self, question: str) -> tuple[Plan, list[dict[str, Any]]]:
+        messages = self.messages(question)
+        attempts: list[dict[str, Any]] = []
+        last: TagqlError | None = None
+        for _ in range(self.retries + 1):
+            reply = self.llm.complete(messages, max_tokens=self.max_tokens, json_schema=PLAN_SCHEMA)
+            try:
+                plan = parse_plan(reply.text)
+                validate_plan(plan, self.db, self.engine)
+            except (LLMOutputError, PlanError) as exc:
+                attempts.append({"plan": reply.text.strip()[:2000], "error": exc.one_line()})
+                last = exc
+                messages = messages + [Message("assistant", reply.text.strip() or "(empty)"),
+                                       user(prompts.plan_repair_prompt(exc.one_line()))]
+                continue
+            attempts.append({"plan": plan.to_dict(), "error": None})
+            return plan, attempts
+        assert last is not None
+        raise last

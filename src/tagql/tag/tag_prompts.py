@@ -1,0 +1,61 @@
+"""Prompt texts for hybrid plans and the TAG-Bench-style answer formats (paper appendix B.2)."""
+
+from __future__ import annotations
+
+PLAN_GUIDE = """\
+Answer questions by writing a plan: one SQLite query plus an ordered list of operators that run on its result.
+SQL does all exact work (joins, comparisons, counts, sorting by numbers). Operators use a language model for
+what SQL cannot know: world knowledge or reasoning about text. Operators:
+- {"op": "filter", "instruction": "{Col} is ..."}: keep rows for which the statement is true.
+- {"op": "topk", "instruction": "{Col} is ...", "k": N}: the N rows that best match, best first.
+- {"op": "map", "instruction": "... {Col} ...", "column": "new_col"}: a new column computed per row.
+- {"op": "agg", "instruction": "Summarize ..."}: summarise all rows into the answer text (last operator).
+- {"op": "limit", "n": N}, {"op": "columns", "columns": ["Col"]}, {"op": "count"}, {"op": "distinct"}.
+Instructions reference the SQL result's columns in braces, exactly as the SQL names them.
+Operators keep the SQL row order, so ORDER BY in SQL, then filter, then limit, picks the top row that passes.
+When SQL alone answers the question, use "operators": [].
+Reply with JSON only: {"sql": "...", "operators": [...]}.
+
+Examples (on another database):
+Question: How many schools with an average math score over 560 are in counties in the Bay Area?
+{"sql": "SELECT s.School, s.County FROM schools s JOIN satscores t ON s.CDSCode = t.cds WHERE t.AvgScrMath > 560", "operators": [{"op": "filter", "instruction": "{County} is a county in the San Francisco Bay Area"}, {"op": "count"}]}
+Question: What is the phone number of the school with the lowest reading score in a county in Southern California?
+{"sql": "SELECT s.Phone, s.County FROM schools s JOIN satscores t ON s.CDSCode = t.cds WHERE t.AvgScrRead IS NOT NULL ORDER BY t.AvgScrRead ASC", "operators": [{"op": "filter", "instruction": "{County} is a county in Southern California"}, {"op": "limit", "n": 1}, {"op": "columns", "columns": ["Phone"]}]}
+Question: Of the 5 posts with the most views, list their titles from most to least technical.
+{"sql": "SELECT Title FROM posts ORDER BY ViewCount DESC LIMIT 5", "operators": [{"op": "topk", "instruction": "{Title} is technical", "k": 5}]}
+Question: Summarize the comments on the post titled 'How does gentle boosting differ from AdaBoost?'.
+{"sql": "SELECT c.Text FROM comments c JOIN posts p ON c.PostId = p.Id WHERE p.Title = 'How does gentle boosting differ from AdaBoost?'", "operators": [{"op": "agg", "instruction": "Summarize the comments"}]}
+Question: How many schools are in Fresno county?
+{"sql": "SELECT COUNT(*) FROM schools WHERE County = 'Fresno'", "operators": []}
+"""
+
+
+def plan_system_prompt(db_name: str, schema_text: str) -> str:
+    return (
+        f"You are a database administrator for {db_name}. Its schema:\n{schema_text}\n\n{PLAN_GUIDE}"
+    )
+
+
+def plan_user_prompt(question: str) -> str:
+    return f"Question: {question}\n"
+
+
+def plan_repair_prompt(error: str) -> str:
+    return f"That plan is invalid: {error}\nWrite a corrected plan for the same question. JSON only."
+
+
+LIST_ANSWER = (
+    "You will be given a list of data points and a question. Use the data points to answer the question. "
+    "Your answer must be a list of values that is evaluatable in Python. Respond in the format "
+    "[value1, value2, ..., valueN]. If you are unable to answer the question, respond with []. Respond with "
+    "only the list of values and nothing else. If a value is a string, it must be enclosed in double quotes."
+)
+
+AGG_ANSWER = (
+    "You will be given a list of data points and a question. Use the data points to answer the question. "
+    "If a value is a string, it must be enclosed in double quotes."
+)
+
+
+def answer_prompt(data: str, question: str) -> str:
+    return f"{data}\n\nQuestion: {question}"
