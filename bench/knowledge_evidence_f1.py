@@ -34,8 +34,21 @@ METHODS = ["none", "all", "bm25", "dense", "sbr", "hybrid"]
 class CachingEmbedder:
     """Memoises texts across methods (the F1 part only; latency uses the real embedder)."""
 
-    def __init__(self, inner) -> None:  # noqa: ANN001
+    def __init__(self, inner, path: Path | None = None) -> None:  # noqa: ANN001
         self.inner, self.name, self.dim, self.cache = inner, inner.name, inner.dim, {}
+        self._model = getattr(inner, "_model", None)  # lets the pooled-window variant reach token vectors
+        self._lock = getattr(inner, "_lock", None)
+        self.path = path
+        if path and path.exists():
+            import pickle
+
+            self.cache = pickle.loads(path.read_bytes())
+
+    def save(self) -> None:
+        if self.path:
+            import pickle
+
+            self.path.write_bytes(pickle.dumps(self.cache))
 
     def embed(self, texts: list[str], batch_size: int = 128) -> np.ndarray:
         todo = list(dict.fromkeys(t for t in texts if t not in self.cache))
@@ -74,10 +87,10 @@ def parse_method(spec: str) -> tuple[str, str, dict]:
     return spec, name, params
 
 
-def evidence_f1(data: Path, methods: list[str], embedder) -> dict:  # noqa: ANN001
+def evidence_f1(data: Path, methods: list[str], embedder, dbs: list[str] = DBS) -> dict:  # noqa: ANN001
     per_db: dict[str, dict[str, float]] = {}
     allq: dict[str, list[float]] = {m: [] for m in methods}
-    for db in DBS:
+    for db in dbs:
         items = load_set1(data, db)
         repo = list(dict.fromkeys(s for it in items for s in it.gold))
         corpus = build_corpus(repo, embedder)
@@ -145,13 +158,17 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "data")
     ap.add_argument("--methods", nargs="+", default=METHODS)
+    ap.add_argument("--dbs", nargs="+", default=DBS)
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--latency-questions", type=int, default=60)
     ap.add_argument("--synthetic", type=int, default=20000)
+    ap.add_argument("--cache", type=Path, default=None, help="pickle file to memoise embeddings across runs")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "knowledge_evidence_f1.json")
     a = ap.parse_args()
     t0 = time.time()
-    res = evidence_f1(a.data, a.methods, CachingEmbedder(default_embedder()))
+    cache = CachingEmbedder(default_embedder(), a.cache)
+    res = evidence_f1(a.data, a.methods, cache, a.dbs)
+    cache.save()
     print(f"evidence F1 (macro over {res['questions']} questions), embedder all-MiniLM-L6-v2")
     hdr = f"{'database':26s} {'#q':>4s} {'#st':>4s} " + " ".join(f"{m[:12]:>12s}" for m in a.methods)
     print(hdr)

@@ -13,9 +13,11 @@ def test_prompt_has_schema_exemplars_and_statement(tox_schema):
     msgs = build_messages("na means sodium", tox_schema.to_prompt(), "toxicology", DEFAULT_EXEMPLARS)
     assert msgs[0].role == "system" and "database toxicology" in msgs[0].content
     assert "CREATE TABLE" in msgs[0].content and "atom" in msgs[0].content
-    body = msgs[1].content
-    assert body.count("Example:") == len(DEFAULT_EXEMPLARS) == 8
-    assert body.rstrip().endswith("Domain Statement: na means sodium\nTemplatized Domain Statement:")
+    assert len(msgs) == 2 + 2 * len(DEFAULT_EXEMPLARS) and len(DEFAULT_EXEMPLARS) == 8
+    assert [m.role for m in msgs[1:3]] == ["user", "assistant"]
+    assert msgs[2].content == DEFAULT_EXEMPLARS[0].structured
+    assert msgs[-1].role == "user"
+    assert msgs[-1].content == "Domain Statement: na means sodium\nTemplatized Domain Statement:"
 
 
 def test_constants_are_canonicalised_in_text_and_snippet():

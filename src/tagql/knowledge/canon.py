@@ -13,7 +13,8 @@ import re
 PLACEHOLDER = "100"
 
 # a number, optionally a date/time made of numbers and separators, optionally wrapped in () or {}
-_NUMBER = re.compile(r"[\{\(\[]?\d+(?:[.,:/\-T]\d+)*[\}\)\]]?")
+# (not inside identifiers such as TR060 or T1: those are values a question names literally)
+_NUMBER = re.compile(r"(?<![A-Za-z_\d])[\{\(\[]?\d+(?:[.,:/\-T]\d+)*[\}\)\]]?(?![A-Za-z_\d])")
 _WORD = re.compile(r"[\w%]+(?:['’\-]\w+)*|[<>=!]+|[+\-*#]")
 _TOKEN = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")

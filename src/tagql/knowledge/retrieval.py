@@ -207,6 +207,10 @@ class Method:
         """(candidate indices, scores), higher is better."""
         raise NotImplementedError
 
+    def rerank(self, corpus: Corpus, ranked: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
+        """Optional final re-ordering of the ranked list for a top-k cut (identity by default)."""
+        return ranked
+
 
 class NoneMethod(Method):
     def __init__(self) -> None:
@@ -270,9 +274,9 @@ class HybridMethod(Method):
     """
 
     def __init__(self, n: int = 2, w_bm25: float = 0.3, w_literal: float = 0.1, candidates: int = 256,
-                 max_window: int = 12, pooled: int = 0) -> None:
+                 max_window: int = 12, pooled: int = 0, diversity: float = 0.0) -> None:
         super().__init__("hybrid", needs_embedder=True)
-        self.n, self.w_bm25, self.w_literal = n, w_bm25, w_literal
+        self.n, self.w_bm25, self.w_literal, self.diversity = n, w_bm25, w_literal, diversity
         self.candidates, self.max_window, self.pooled = candidates, max_window, pooled
 
     def score(self, corpus, question, embedder):  # noqa: ANN001, ANN201
@@ -302,6 +306,33 @@ class HybridMethod(Method):
         bm_n = bmc / (bmc.max() + 1e-6) if len(bmc) else bmc
         lit = corpus.literal_hits(question, cand)
         return cand, sbr + self.w_bm25 * bm_n + self.w_literal * lit
+
+    def rerank(self, corpus: Corpus, ranked: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
+        return diversify(corpus, ranked, k, self.diversity) if self.diversity else ranked
+
+
+_SQL_TOKEN = re.compile(r"'[^']*'|\w+")
+
+
+def diversify(corpus: Corpus, ranked: list[tuple[int, float]], k: int, weight: float,
+              pool: int = 50) -> list[tuple[int, float]]:
+    """Greedy re-ranking that demotes a statement whose SQL snippet repeats one already chosen
+    (score - weight x Jaccard of snippet tokens). Why: two statements mapping to the same SQL
+    ('Sodium', 'sodium atoms' -> atom.element = 'na') add nothing for the SQL generator, while the
+    slot could carry a different hint the question also needs."""
+    head, tail = ranked[:pool], ranked[pool:]
+    toks = {i: set(_SQL_TOKEN.findall((corpus.sqls[i] or corpus.texts[i]).lower())) for i, _ in head}
+    chosen: list[tuple[int, float]] = []
+    left = list(head)
+    while left and len(chosen) < max(k, 1):
+        best_j, best_v = 0, -1e9
+        for j, (i, s) in enumerate(left):
+            red = max((len(toks[i] & toks[c]) / max(1, len(toks[i] | toks[c])) for c, _ in chosen), default=0.0)
+            v = s - weight * red
+            if v > best_v:
+                best_j, best_v = j, v
+        chosen.append(left.pop(best_j))
+    return chosen + left + tail
 
 
 def make_method(name: str, **params: float) -> Method:
@@ -350,5 +381,6 @@ class IndexRetriever:
             k = self.default_k
             if self.auto_k:
                 k = gap_k([s for _, s in ranked], k)
+        ranked = self.method.rerank(self.corpus, ranked, k)
         c = self.corpus
         return [ScoredStatement(c.texts[i], c.sqls[i], round(s, 4)) for i, s in ranked[:k]]

@@ -46,15 +46,14 @@ DEFAULT_EXEMPLARS: tuple[Exemplar, ...] = (
 SYSTEM = (
     "You are a database administrator. You have been given a few examples of domain statements and their "
     "corresponding templatized domain statements. The domain statements are for the database {db} whose "
-    "schema is provided below:\n{schema}"
-)
-USER = (
+    "schema is provided below:\n{schema}\n\n"
     "For the given domain statement, you need to create a templatized statement. Provide the statement in one "
     "sentence only. Generate the templatized domain statement in the following form: 'Relevant text component' "
     "refers to corresponding SQL syntax. Use table.column names of the schema above. Replace numbers and dates "
     f"in the text component by {PLACEHOLDER}. If the statement is not about this database, answer "
-    f"{NOT_APPLICABLE}.\n### Few Shot Exemplars\n{{shots}}\nDomain Statement: {{nl}}\nTemplatized Domain Statement:"
+    f"{NOT_APPLICABLE}."
 )
+USER = "Domain Statement: {nl}\nTemplatized Domain Statement:"
 
 
 def exemplars_from_json(text: str) -> list[Exemplar]:
@@ -82,11 +81,14 @@ class StructuringResult:
 
 
 def build_messages(nl: str, schema_prompt: str, db_name: str, exemplars: tuple[Exemplar, ...] | list[Exemplar]):  # noqa: ANN201
-    from tagql.llm.base import system, user
+    """The paper's prompt, with the exemplars as chat turns (a small chat model then answers with
+    one statement instead of continuing the list of examples)."""
+    from tagql.llm.base import Message, system, user
 
-    shots = "\n".join(f"Example:\nDomain Statement: {e.nl}\nTemplatized Domain Statement: {e.structured}"
-                      for e in exemplars)
-    return [system(SYSTEM.format(db=db_name, schema=schema_prompt)), user(USER.format(shots=shots, nl=nl))]
+    msgs = [system(SYSTEM.format(db=db_name, schema=schema_prompt))]
+    for e in exemplars:
+        msgs += [user(USER.format(nl=e.nl)), Message("assistant", e.structured)]
+    return msgs + [user(USER.format(nl=nl))]
 
 
 _NUM = re.compile(r"\d+(?:[.:/\-]\d+)*")
@@ -117,11 +119,12 @@ class Structurer:
         if not nl:
             raise StatementError("empty statement")
         msgs = build_messages(nl, self._schema_prompt, getattr(self.schema, "name", "database"), self.exemplars)
-        out = self.llm.complete(msgs, max_tokens=self.max_tokens, stop=["\nExample", "\nDomain Statement", "\n\n"])
+        out = self.llm.complete(msgs, max_tokens=self.max_tokens, stop=["\nDomain Statement", "\n\n"])
         return self.parse(nl, out.text)
 
     def parse(self, nl: str, reply: str) -> StructuringResult:
-        line = next((ln.strip() for ln in (reply or "").splitlines() if ln.strip()), "")
+        lines = [ln.strip() for ln in (reply or "").splitlines() if ln.strip()]
+        line = next((ln for ln in lines if re.search(r"\brefers\b", ln, re.I)), lines[0] if lines else "")
         line = re.sub(r"^(Templatized Domain Statement:|Answer:)\s*", "", line, flags=re.I).strip().strip("`")
         if not line or NOT_APPLICABLE.lower() in line.lower():
             return StructuringResult(nl, nl, "", "the model judged the statement not about this database")
