@@ -156,7 +156,7 @@ def m8():
 
 @add("toxicology", "How many double bonds does molecule TR006 have?", "Match", "Reasoning")
 def m9():
-    return [sum(t == "=" for (t,) in q("toxicology", "SELECT bond_type FROM bond WHERE molecule_id = 'TR000'"))]
+    return [sum(t == "=" for (t,) in q("toxicology", "SELECT bond_type FROM bond WHERE molecule_id = 'TR006'"))]
 
 
 @add("superhero", "Which superheroes of the race 'Cyborg' have a superhero name of two or more words?", "Match",
