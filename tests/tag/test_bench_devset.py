@@ -1,0 +1,43 @@
+"""The dev set file matches its reference pipelines; the accuracy scorer's rules."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_devset_shape_and_answers_match_reference_pipelines(shared_data):
+    dev = _load("tag_devset")
+    rows = list(csv.DictReader((REPO / "bench" / "data" / "tag_dev.csv").open()))
+    assert len(rows) >= 40
+    types = Counter(r["Query type"] for r in rows)
+    assert all(types[t] >= 10 for t in ("Match", "Comparison", "Ranking", "Aggregation"))
+    kinds = Counter((r["Query type"], r["Knowledge/Reasoning Type"]) for r in rows)
+    assert all(v == 5 for v in kinds.values())
+    fresh = {r["Query ID"]: r["Answer"] for r in dev.build()}
+    for r in rows:
+        assert json.loads(r["Answer"]) == json.loads(fresh[r["Query ID"]]), r["Query"]
+        assert json.loads(r["Answer"]), f"empty reference for {r['Query']}"
+
+
+def test_scorer_rules():
+    acc = _load("tag_accuracy")
+    assert acc.correct("Match", [1], ["1"], "")
+    assert acc.correct("Match", ["a", "b"], ["B", "a"], "")
+    assert acc.correct("Match", ["Angela Sanders"], [["Angela", "Sanders"]], "")
+    assert not acc.correct("Match", ["a", "b"], ["a"], "")
+    assert acc.correct("Ranking", ["x", "y"], ["X", "y"], "") and not acc.correct("Ranking", ["x", "y"], ["y", "x"], "")
+    assert acc.correct("Aggregation", ["Pizza", 15], [], "They bought pizza; 15 heroes.")
+    assert not acc.correct("Aggregation", ["Pizza", "Parking"], [], "pizza only")
