@@ -142,3 +142,19 @@ def test_helpers():
     assert parse_list('["a", 2]') == ["a", 2] and parse_list("[]") == [] and parse_list("[a, b]") == ["a", "b"]
     assert is_aggregation("Summarize the comments on the post") and not is_aggregation("How many heroes?")
     assert set(METHODS) == {"tag", "text2sql", "rag", "retrieval_rank", "text2sql_lm"}
+
+
+def test_tag_falls_back_to_text2sql_lm_without_a_valid_plan(superhero, tmp_path):
+    sql = "SELECT superhero_name FROM superhero WHERE height_cm > 250"
+    llm = ScriptedLLM(["not json", "still not json", sql, '["Galactus"]'])
+    s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
+    a = answer(s, "Which heroes are taller than 250 cm?", "tag")
+    assert a.values == ["Galactus"] and a.plan["fallback"] == "text2sql_lm" and "no valid plan" in a.notes[0]
+
+
+def test_summary_question_without_agg_operator_is_summarised(superhero, tmp_path):
+    plan = {"sql": "SELECT superhero_name FROM superhero WHERE height_cm > 900", "operators": []}
+    llm = ScriptedLLM([json.dumps(plan), "Two giants: Godzilla and Galactus."])
+    s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
+    a = answer(s, "Summarize the heroes taller than 9 m.", "tag")
+    assert a.answer.startswith("Two giants") and "Data Point 1" in llm.prompts[1][-1].content

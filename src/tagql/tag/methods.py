@@ -23,14 +23,14 @@ from typing import Any
 import numpy as np
 
 from tagql.db.connection import Database, Result
-from tagql.errors import TagqlError
+from tagql.errors import LLMOutputError, TagqlError
 from tagql.llm.base import system, user
 from tagql.pipeline import Answer, TagQL
 from tagql.tag import tag_prompts
 from tagql.tag.answer import format_data_points, json_value, result_values
 from tagql.tag.cache import OpCache
-from tagql.tag.operators import SemEngine
-from tagql.tag.plan import Planner, run_plan
+from tagql.tag.operators import SemEngine, SemTable
+from tagql.tag.plan import PlanError, Planner, run_plan
 
 METHODS = ("tag", "text2sql", "rag", "retrieval_rank", "text2sql_lm")
 
@@ -166,16 +166,29 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
         result = Result("", ["row"], [(r,) for r in rows])
     else:  # tag
         planner = Planner(session.db, llm, engine, retries=session.settings.answer.sql_retries)
-        p, plan_attempts = planner.make(question)
-        run = run_plan(p, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
-        sql, result = run.sql, run.result
-        plan = {**p.to_dict(), "relational": p.relational, "trace": run.trace, "attempts": plan_attempts}
-        if run.summary is not None:
-            text, values = run.summary, []
+        try:
+            p, plan_attempts = planner.make(question)
+        except (PlanError, LLMOutputError) as exc:
+            # no valid plan: fall back to SQL + LM answer (text2sql_lm), and say so
+            notes.append(f"no valid plan ({exc.one_line()}); answered with text2sql_lm")
+            outcome = session.synthesizer.run(question)
+            sql, result, attempts = outcome.sql, outcome.result, outcome.attempts
+            text, values = lm_answer(session, question, format_data_points(result, session.settings.answer))
+            plan = {"fallback": "text2sql_lm", "error": exc.one_line()}
         else:
-            values = result_values(result)
-            text = sentence(values)
-        notes.extend(result.notes)
+            run = run_plan(p, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
+            sql, result = run.sql, run.result
+            plan = {**p.to_dict(), "relational": p.relational, "trace": run.trace, "attempts": plan_attempts}
+            if run.summary is not None:
+                text, values = run.summary, []
+            elif is_aggregation(question) and result.rows:
+                # a summary question whose plan has no agg: summarise the rows (grounded in them)
+                text = SemTable.from_result(result, engine).sem_agg(question)
+                values = []
+            else:
+                values = result_values(result)
+                text = sentence(values)
+            notes.extend(result.notes)
     usage = llm.usage.since(before)
     return TagAnswer(
         question=question, database=session.db.name, sql=sql, columns=list(result.columns),
