@@ -73,3 +73,28 @@ def test_gap_k():
     assert gap_k([1.0, 0.95, 0.5, 0.4], 4) == 2
     assert gap_k([1.0, 0.2], 4) == 1
     assert gap_k([], 4) == 0
+
+
+def test_diversify_demotes_repeated_sql_snippets(embedder):
+    from tagql.knowledge.retrieval import HybridMethod
+
+    stm = ["'sodium atoms' refers to atom.element = 'na'", "'Sodium' refers to atom.element = 'na'",
+           "'non-carcinogenic' refers to molecule.label = '-'"]
+    parts = [parse_structured(s) for s in stm]
+    c = Corpus([p.text for p in parts], [p.sql for p in parts], embedder.embed([p.text for p in parts]))
+    q = "In the molecule containing sodium atoms, how many are non-carcinogenic?"
+    ranked = IndexRetriever(c, HybridMethod(diversity=0.0), embedder=embedder).ranked(q)
+    # force the redundant pair to the top, then check the re-ranking swaps in the other statement
+    top = sorted(ranked, key=lambda r: r[0] == 2)
+    out = HybridMethod(diversity=0.3).rerank(c, [(i, 1.0 - 0.01 * j) for j, (i, _) in enumerate(top)], k=2)
+    assert [i for i, _ in out[:2]] == [top[0][0], 2]
+    div = IndexRetriever(c, HybridMethod(diversity=0.3), embedder=embedder).retrieve(q, k=2)
+    assert {s.text for s in div} == {"sodium atoms", "non-carcinogenic"}
+
+
+def test_pooled_windows_match_length_range(embedder):
+    from tagql.knowledge.retrieval import pooled_windows
+
+    emb, lens = pooled_windows(embedder, "how many single bonded molecules are there", 2, 3)
+    assert emb.shape == (6 + 5, embedder.dim) and set(lens.tolist()) == {2, 3}
+    assert np.allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-4)
