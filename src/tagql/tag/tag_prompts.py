@@ -13,7 +13,9 @@ what SQL cannot know: world knowledge or reasoning about text. Operators:
 - {"op": "limit", "n": N}, {"op": "columns", "columns": ["Col"]}, {"op": "count"}, {"op": "distinct"}.
 Instructions reference the SQL result's columns in braces, exactly as the SQL names them.
 Operators keep the SQL row order, so ORDER BY in SQL, then filter, then limit, picks the top row that passes.
-When SQL alone answers the question, use "operators": [].
+If the question depends on facts the database does not store (a region, a category, a property of a named
+thing, the meaning of a text), never guess a list of values in the SQL WHERE clause: select that column and
+use a filter operator on it. When SQL alone answers the question, use "operators": [].
 Reply with JSON only: {"sql": "...", "operators": [...]}.
 
 Examples (on another database):
