@@ -176,3 +176,10 @@ def test_filter_with_limit_stops_early():
     out = table(llm).sem_filter("{City} is a city in Silicon Valley", limit=2)
     assert [r[0] for r in out.rows] == [1, 3]
     assert llm.usage.calls == 3  # Palo Alto, Fresno, San Jose; Cupertino never judged
+
+
+def test_stderr_progress(capsys):
+    from tagql.tag.operators import stderr_progress
+
+    table(ScriptedLLM(sv_judge), progress=stderr_progress(every=2)).sem_filter("{City} is a city in Silicon Valley")
+    assert capsys.readouterr().err.splitlines() == ["  filter: 2/4", "  filter: 4/4"]

@@ -45,6 +45,16 @@ AB_GRAMMAR = 'root ::= "A" | "B"'
 Progress = Callable[[str, int, int], None]
 
 
+def stderr_progress(every: int = 10) -> Progress:
+    """A progress callback printing ``op: done/total`` to stderr every ``every`` inputs and at the end."""
+    import sys
+
+    def report(op: str, done: int, total: int) -> None:
+        if done == total or done % every == 0:
+            print(f"  {op}: {done}/{total}", file=sys.stderr, flush=True)
+    return report
+
+
 class OperatorError(TagqlError):
     """An operator instruction is invalid (unknown column, bad arguments)."""
 
