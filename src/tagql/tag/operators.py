@@ -445,14 +445,26 @@ class SemTable:
             while j < len(order) and scores[order[j]] == scores[order[i]]:
                 j += 1
             group = order[i:j]
-            if i < k and len(group) > 1 and len(group) <= 8:  # insertion sort with the LM as comparator
-                sorted_group: list[str] = []
-                for item in group:
-                    pos = len(sorted_group)
-                    while pos > 0 and self.engine.prefer(instruction, item, sorted_group[pos - 1]):
-                        pos -= 1
-                    sorted_group.insert(pos, item)
-                group = sorted_group
+            need = k - i  # positions of the top k this group decides
+            if i < k and len(group) > 1 and len(group) <= 8:
+                if need < len(group) / 2:  # select only the best `need` items (fewer comparisons)
+                    rest, best = list(group), []
+                    for _ in range(need):
+                        champ = rest[0]
+                        for item in rest[1:]:
+                            if self.engine.prefer(instruction, item, champ):
+                                champ = item
+                        best.append(champ)
+                        rest.remove(champ)
+                    group = best + rest
+                else:  # insertion sort with the LM as comparator
+                    sorted_group: list[str] = []
+                    for item in group:
+                        pos = len(sorted_group)
+                        while pos > 0 and self.engine.prefer(instruction, item, sorted_group[pos - 1]):
+                            pos -= 1
+                        sorted_group.insert(pos, item)
+                    group = sorted_group
             out.extend(group)
             i = j
         return out
