@@ -73,6 +73,9 @@ def counting_llm():
             return "yes" if claim.split(" is ")[0] in FILTER_TRUE else "no"
         if "Condition" in text:
             return "yes" if re.search(r"publisher_name = (.*)\n", text).group(1) in FILTER_TRUE else "no"
+        if "Score each numbered" in text:
+            recs = re.findall(r"(\d+)\. <record>(.*?) is a power", text)
+            return "\n".join(f"{n}: {8 if r in MIND else 2}" for n, r in recs)
         if "<A>" in text:
             return "A"
         m = re.search(r"<record>(.*?) is a power", text)

@@ -183,3 +183,18 @@ def test_stderr_progress(capsys):
 
     table(ScriptedLLM(sv_judge), progress=stderr_progress(every=2)).sem_filter("{City} is a city in Silicon Valley")
     assert capsys.readouterr().err.splitlines() == ["  filter: 2/4", "  filter: 4/4"]
+
+
+def test_batched_topk_scores_many_records_per_call():
+    def fn(messages):
+        text = messages[-1].content
+        if "<A>" in text:
+            return "A"
+        recs = re.findall(r"(\d+)\. <record>(\w+)", text)
+        return "\n".join(f"{n}: {len(w)}" for n, w in recs)
+
+    llm = ScriptedLLM(fn)
+    rows = [(w,) for w in ["a", "bbbb", "cc", "ddddddd", "eee", "ffffff"]]
+    top = SemTable(["w"], rows, SemEngine(llm, batch_size=4)).sem_topk("{w} is long", 2)
+    assert [r[0] for r in top.rows] == ["ddddddd", "ffffff"]
+    assert llm.usage.calls == 2  # 6 records in batches of 4, no ties
