@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -69,8 +69,12 @@ def build_session(
     from tagql.llm import make_llm
     from tagql.pipeline import TagQL
 
+    from tagql.pipeline import open_knowledge
+
     database = open_database(db, settings=settings.db, descriptions_dir=descriptions)
     _ = database.schema  # fail early on a bad database, before loading a model
+    if knowledge is None or isinstance(knowledge, (str, Path)):
+        knowledge = open_knowledge(database.name, settings, knowledge)
     update, stop = model_progress(quiet)
     try:
         with err_console.status("loading the language model...", spinner="dots") if not quiet else _null():
@@ -128,12 +132,36 @@ def ask(
     llm: LlmOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     descriptions: DescOpt = None,
+    store: Annotated[
+        Optional[Path], typer.Option("--store", help="domain-knowledge store (default: <knowledge_dir>/<db>.kb if present)")
+    ] = None,
+    knowledge_method: Annotated[
+        Optional[str], typer.Option("--knowledge-method", help="statement retrieval: hybrid|sbr|bm25|dense|all|none")
+    ] = None,
+    k: Annotated[Optional[int], typer.Option("--k", help="domain statements put in the prompt")] = None,
+    method: Annotated[
+        Optional[str],
+        typer.Option("--method", help="tag|text2sql|rag|retrieval_rank|text2sql_lm (default: SQL then LM answer)"),
+    ] = None,
 ) -> None:
     """Answer QUESTION over a database: SQL, result rows and a plain-language answer."""
+    from tagql.pipeline import open_knowledge
+
     with user_errors():
         settings = load_settings()
-        session = build_session(db, llm, settings, quiet=as_json, descriptions=descriptions)
-        answer = session.ask(question)
+        knowledge = None
+        if store is not None or knowledge_method is not None or k is not None:
+            from tagql.db import open_database
+
+            name = open_database(db, settings=settings.db).name
+            knowledge = open_knowledge(name, settings, store, method=knowledge_method, k=k)
+        session = build_session(db, llm, settings, quiet=as_json, descriptions=descriptions, knowledge=knowledge)
+        if method:
+            from tagql.tag.methods import answer as answer_with
+
+            answer = answer_with(session, question, method)
+        else:
+            answer = session.ask(question)
         if as_json:
             sys.stdout.write(json.dumps(answer.to_dict(), default=str) + "\n")
         else:

@@ -48,7 +48,7 @@ class TagQL:
 
     def __init__(
         self, db: Database, llm: LLM, *, settings: Settings | None = None, knowledge: Retriever | None = None,
-        knowledge_k: int | None = 5,
+        knowledge_k: int | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -102,19 +102,39 @@ class TagQL:
         )
 
 
+def open_knowledge(
+    db_name: str, settings: Settings, store: str | Path | None = None, *, method: str | None = None,
+    k: int | None = None,
+) -> Retriever | None:
+    """The domain-knowledge retriever for a database: ``store`` if given, else the database's default
+    store ``<knowledge_dir>/<db name>.kb`` when one exists (else no knowledge)."""
+    path = Path(store).expanduser() if store else Path(settings.knowledge_dir) / f"{db_name}.kb"
+    if store is None and not path.exists():
+        return None
+    from tagql.knowledge.retrieval import DEFAULT_METHOD
+    from tagql.knowledge.store import KnowledgeBase
+
+    return KnowledgeBase.open(path).retriever(method or DEFAULT_METHOD, k=k or 4)
+
+
 def connect(
     db: str | Path | Database,
     llm: str | LLM | None = None,
     *,
     settings: Settings | None = None,
-    knowledge: Retriever | None = None,
+    knowledge: Retriever | str | Path | None = None,
     descriptions: str | Path | None = None,
 ) -> TagQL:
     """Open ``db`` (SQLite path or SQLAlchemy URL) with ``llm`` (``"local"``, ``"openai"``, an
-    :class:`~tagql.llm.LLM`, or None for the configured default)."""
+    :class:`~tagql.llm.LLM`, or None for the configured default).
+
+    ``knowledge`` is a :class:`~tagql.knowledge.Retriever` or the path of a knowledge store; by default
+    the database's store in ``knowledge_dir`` is used when it exists."""
     settings = settings or load_settings()
     database = db if isinstance(db, Database) else open_database(
         db, settings=settings.db, descriptions_dir=descriptions
     )
+    if knowledge is None or isinstance(knowledge, (str, Path)):
+        knowledge = open_knowledge(database.name, settings, knowledge)
     model = llm if (llm is not None and not isinstance(llm, str)) else make_llm(settings, backend=llm)
     return TagQL(database, model, settings=settings, knowledge=knowledge)
