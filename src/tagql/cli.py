@@ -128,7 +128,12 @@ DescOpt = Annotated[
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="the question, in plain English")],
-    db: DbOpt,
+    db: Annotated[Optional[str], typer.Option("--db", help="SQLite file path or SQLAlchemy URL")] = None,
+    collection: Annotated[
+        Optional[str], typer.Option("--collection", help="route over this collection of databases instead of --db")
+    ] = None,
+    route_method: Annotated[str, typer.Option("--route-method", help="ours|bm25|dense")] = "ours",
+    pick: Annotated[bool, typer.Option("--pick", help="show the top-5 candidate schemas and let me choose")] = False,
     llm: LlmOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     descriptions: DescOpt = None,
@@ -149,6 +154,15 @@ def ask(
 
     with user_errors():
         settings = load_settings()
+        if collection:
+            answer = _ask_collection(question, collection, route_method, pick, llm, settings, quiet=as_json)
+            if as_json:
+                sys.stdout.write(json.dumps(answer.to_dict(), default=str) + "\n")
+            else:
+                print_answer(answer)
+            return
+        if not db:
+            raise TagqlError("say where to ask", "give --db PATH_OR_URL or --collection NAME")
         knowledge = None
         if store is not None or knowledge_method is not None or k is not None:
             from tagql.db import open_database
@@ -166,6 +180,35 @@ def ask(
             sys.stdout.write(json.dumps(answer.to_dict(), default=str) + "\n")
         else:
             print_answer(answer)
+
+
+def _ask_collection(  # noqa: ANN202
+    question: str, name: str, route_method: str, pick: bool, llm: str | None, settings: Settings, quiet: bool
+):
+    from tagql.llm import make_llm
+    from tagql.pipeline import RoutedTagQL
+    from tagql.routing.collection import Collection
+    from tagql.routing.hitl import choose_candidate, confidence_note
+
+    coll = Collection.load(name, settings)
+    choose = None
+    if pick:
+        def choose(cands):  # noqa: ANN001, ANN202
+            note = confidence_note(cands)
+            if note:
+                err_console.print(f"[yellow]note:[/] {note}")
+            return choose_candidate(cands, lambda p: typer.prompt(p, default="1"), err_console.print)
+    update, stop = model_progress(quiet)
+    try:
+        model = make_llm(settings, backend=llm, progress=update)
+    finally:
+        stop()
+    routed = RoutedTagQL(coll, model, settings=settings, method=route_method, choose=choose)
+    answer = routed.ask(question)
+    if not quiet and answer.routing:
+        best = answer.routing[0]
+        console.print(f"[dim]routed to {best['database']} ({', '.join(best['tables'])})[/]")
+    return answer
 
 
 DEMO_QUESTIONS = [

@@ -12,6 +12,7 @@ from typing import Any
 
 from tagql.config import Settings, load_settings
 from tagql.db.connection import Database, open_database
+from tagql.db.schema import Schema
 from tagql.knowledge import Retriever, ScoredStatement
 from tagql.llm import make_llm
 from tagql.llm.base import LLM
@@ -36,6 +37,7 @@ class Answer:
     attempts: list[Attempt] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     truncated: bool = False
+    routing: list[dict[str, Any]] = field(default_factory=list)  # candidate schemas, best first (collections)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -48,7 +50,7 @@ class TagQL:
 
     def __init__(
         self, db: Database, llm: LLM, *, settings: Settings | None = None, knowledge: Retriever | None = None,
-        knowledge_k: int | None = None,
+        knowledge_k: int | None = None, prompt_schema: Schema | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -56,7 +58,8 @@ class TagQL:
         self.knowledge = knowledge
         self.knowledge_k = knowledge_k
         self.synthesizer = QuerySynthesizer(
-            db, llm, max_tokens=self.settings.answer.max_sql_tokens, retries=self.settings.answer.sql_retries
+            db, llm, max_tokens=self.settings.answer.max_sql_tokens, retries=self.settings.answer.sql_retries,
+            prompt_schema=prompt_schema,
         )
 
     @property
@@ -138,3 +141,43 @@ def connect(
         knowledge = open_knowledge(database.name, settings, knowledge)
     model = llm if (llm is not None and not isinstance(llm, str)) else make_llm(settings, backend=llm)
     return TagQL(database, model, settings=settings, knowledge=knowledge)
+
+
+class RoutedTagQL:
+    """Questions over a collection of databases: route to a database and its tables, then answer there
+    (DBCopilot's best-schema mode: the LLM sees the routed tables; validation uses the full schema)."""
+
+    def __init__(
+        self, collection: Any, llm: LLM, *, settings: Settings | None = None, method: str = "ours", k: int = 5,
+        choose: Any = None,
+    ) -> None:
+        self.collection = collection
+        self.llm = llm
+        self.settings = settings or load_settings()
+        self.router = collection.router(method)
+        self.k = k
+        self.choose = choose  # optional human-in-the-loop: (candidates) -> candidate
+        self._dbs: dict[str, Database] = {}
+
+    def ask(self, question: str) -> Answer:
+        t0 = time.perf_counter()
+        candidates = self.router.route(question, self.k)
+        if not candidates:
+            from tagql.errors import TagqlError
+
+            raise TagqlError(f"no database of collection '{self.collection.name}' matches the question")
+        chosen = self.choose(candidates) if self.choose else candidates[0]
+        route_s = time.perf_counter() - t0
+        if chosen.database not in self._dbs:
+            self._dbs[chosen.database] = self.collection.open(chosen.database, settings=self.settings.db)
+        db = self._dbs[chosen.database]
+        subset = db.schema.subset(chosen.tables) if chosen.tables else None
+        session = TagQL(
+            db, self.llm, settings=self.settings, knowledge=open_knowledge(db.name, self.settings),
+            prompt_schema=subset if subset and subset.tables else None,
+        )
+        answer = session.ask(question)
+        answer.routing = [c.to_dict() for c in candidates]
+        answer.timings = {"route_s": round(route_s, 3), **answer.timings,
+                          "total_s": round(time.perf_counter() - t0, 3)}
+        return answer

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import sqlglot
 
 from tagql.db.connection import Database, Result
+from tagql.db.schema import Schema
 from tagql.db.safety import fix_sqlite_double_quoted_strings, parse_read_only, validate_against_schema
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery
 from tagql.knowledge import ScoredStatement
@@ -104,14 +105,21 @@ def prepare_sql(sql: str, db: Database) -> str:
 
 
 class QuerySynthesizer:
-    def __init__(self, db: Database, llm: LLM, *, max_tokens: int = 384, retries: int = 1) -> None:
+    """``prompt_schema`` narrows what the LLM sees (e.g. the tables a router chose); queries are still
+    validated against the database's full schema."""
+
+    def __init__(
+        self, db: Database, llm: LLM, *, max_tokens: int = 384, retries: int = 1, prompt_schema: Schema | None = None,
+    ) -> None:
         self.db = db
         self.llm = llm
         self.max_tokens = max_tokens
         self.retries = retries
+        self.prompt_schema = prompt_schema
 
     def system_message(self) -> Message:
-        return system(prompts.system_prompt(self.db.name, self.db.schema.to_prompt()))
+        schema = self.prompt_schema or self.db.schema
+        return system(prompts.system_prompt(self.db.name, schema.to_prompt()))
 
     def run(self, question: str, statements: list[ScoredStatement] | None = None) -> QueryOutcome:
         messages = [

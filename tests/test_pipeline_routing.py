@@ -1,0 +1,40 @@
+"""`ask` over a collection: route to the database and tables, answer there, report the candidates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tagql.config import load_settings
+from tagql.llm.scripted import ScriptedLLM
+from tagql.pipeline import RoutedTagQL
+from tagql.routing.collection import Collection
+
+
+@pytest.fixture()
+def collection(tmp_path: Path, demo_db_path: Path, shared_data: Path) -> Collection:
+    coll = Collection.create("test", path=tmp_path / "coll")
+    coll.add_database(str(demo_db_path))
+    coll.add_database(str(shared_data / "spider" / "database" / "concert_singer" / "concert_singer.sqlite"))
+    coll.save()
+    return coll
+
+
+def test_routed_question_is_answered_on_the_routed_database(collection: Collection) -> None:
+    llm = ScriptedLLM(["SELECT COUNT(*) FROM singer", "There are 6 singers."])
+    routed = RoutedTagQL(collection, llm, settings=load_settings(), method="bm25")
+    answer = routed.ask("How many singers do we have?")
+    assert answer.database == "concert_singer" and answer.values == [6]
+    assert answer.routing[0]["database"] == "concert_singer"
+    prompt = llm.prompts[0][0].content
+    assert "CREATE TABLE singer" in prompt and "CREATE TABLE superhero" not in prompt
+    assert answer.timings["route_s"] >= 0
+
+
+def test_human_in_the_loop_choice_wins(collection: Collection) -> None:
+    llm = ScriptedLLM(["SELECT COUNT(*) FROM superhero", "750."])
+    pick_superhero = lambda cands: next(c for c in cands if c.database == "superhero")  # noqa: E731
+    routed = RoutedTagQL(collection, llm, settings=load_settings(), method="bm25", k=5, choose=pick_superhero)
+    answer = routed.ask("How many singers do we have?")
+    assert answer.database == "superhero" and answer.values == [750]
