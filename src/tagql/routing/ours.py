@@ -35,13 +35,15 @@ from tagql.routing.errors import IndexMissing
 from tagql.routing.retrieval import BM25, table_doc
 from tagql.routing.router import Candidate
 from tagql.routing.sampling import QuerySchema, sample_schemas
-from tagql.routing.synth import SyntheticQuestion, TemplateQuestioner, keep_question
-from tagql.routing.text import human
+from tagql.routing.synth import PatternQuestioner, SyntheticQuestion, TemplateQuestioner, keep_question, load_patterns
+from tagql.routing.text import human, tokens
 
 if TYPE_CHECKING:
     from tagql.routing.collection import Collection
 
-FEATURES = ("bm25", "dense", "knn_table", "knn_db", "value", "bm25_db", "dense_db", "bias")
+FEATURES = ("bm25", "dense", "knn_table", "knn_db", "value", "bm25_db", "dense_db", "cover_table", "cover_db",
+            "value_db", "bias")
+DB_FEATURES = ("max_logit", "lse_logit", "knn_db", "bm25_db", "dense_db", "cover_db", "value_db", "bias")
 Progress = Callable[[str, int, int], None]
 
 
@@ -54,7 +56,9 @@ class BuildConfig:
     max_tables: int = 4  # longest trail
     beam: int = 6
     tau: float = 1.0  # a table after the first must beat this logit to lengthen a trail for free
-    prefilter_dbs: int = 25
+    min_tables: int = 3  # pad a candidate with its database's next-best tables (recall for SQL generation)
+    mined_patterns: bool = True  # fill question patterns mined from Spider's train split
+    mined_share: float = 0.7
     seed: int = 0
 
 
@@ -137,12 +141,43 @@ class GraphRouter:
         self.bm25 = BM25(docs)
         self.bm25_db = BM25([db_docs[d] for d in self.dbs])
         self.values = ValueIndex(collection, self.keys)
+        self._vocab_build(collection)
         self.doc_vecs = self._cached_embed(docs)
         self.db_vecs = self._cached_embed([db_docs[d] for d in self.dbs])
         self.syn: list[SyntheticQuestion] = []
         self.syn_vecs = np.zeros((0, self.doc_vecs.shape[1]), dtype=np.float32)
         self.weights = np.zeros(len(FEATURES), dtype=np.float32)
+        self.db_weights = np.zeros(len(DB_FEATURES), dtype=np.float32)
         self.meta: dict[str, Any] = {}
+
+    def _vocab_build(self, collection: Collection) -> None:
+        """Per table: stemmed words of its names, its columns and short stored values (coverage)."""
+        from tagql.routing.synth import schema_terms
+
+        self.table_vocab: list[set[str]] = []
+        for e in collection.entries.values():
+            self.table_vocab += schema_terms(e.schema, e.schema.table_names, collection.values(e.name))
+        self.word_tables: dict[str, np.ndarray] = {}
+        inv: dict[str, list[int]] = defaultdict(list)
+        for i, words in enumerate(self.table_vocab):
+            for w in words:
+                inv[w].append(i)
+        self.word_tables = {w: np.array(v) for w, v in inv.items()}
+
+    def _coverage(self, question: str) -> tuple[np.ndarray, np.ndarray]:
+        """Share of the question's content words found in each table's / each database's vocabulary."""
+        words = set(tokens(question))
+        nt = len(self.keys)
+        t_hits = np.zeros(nt, dtype=np.float32)
+        d_hits = np.zeros(len(self.dbs), dtype=np.float32)
+        for w in words:
+            idx = self.word_tables.get(w)
+            if idx is None:
+                continue
+            t_hits[idx] += 1
+            d_hits[np.unique(self.key_db[idx])] += 1
+        n = max(len(words), 1)
+        return t_hits / n, d_hits[self.key_db] / n
 
     def _cached_embed(self, texts: list[str]) -> np.ndarray:
         """Embed documents, reusing vectors saved by earlier builds (load time, updates)."""
@@ -165,12 +200,17 @@ class GraphRouter:
         for i, d in enumerate(dbs):
             n = self.cfg.questions_per_table * len(schemas[d].tables)
             seed = self.cfg.seed + sum(map(ord, d))  # per-database seed: updates reproduce the same questions
-            qs = TemplateQuestioner(schemas, values, seed=seed).generate(
+            qs = self._questioner(schemas, values, seed).generate(
                 sample_schemas(self.graph, n, seed=seed, databases=[d]))
             out += [q for q in qs if keep_question(q.question, schemas[d], q.schema, values[d])]
             if progress:
                 progress("synthesizing questions", i + 1, len(dbs))
         return out
+
+    def _questioner(self, schemas: Any, values: Any, seed: int) -> TemplateQuestioner:
+        if not self.cfg.mined_patterns:
+            return TemplateQuestioner(schemas, values, seed=seed)
+        return PatternQuestioner(schemas, values, load_patterns(), seed=seed, share=self.cfg.mined_share)
 
     def _set_memory(self, syn: list[SyntheticQuestion], vecs: np.ndarray) -> None:
         self.syn = syn
@@ -207,20 +247,45 @@ class GraphRouter:
                         dbv[self._syn_db[j]] += wj
                 f[qi, :, 3] = dbv[self.key_db]
         f[:, :, 4] = np.stack([self.values.scores(q) for q in questions])
-        f[:, :, 7] = 1.0
+        for qi, q in enumerate(questions):
+            f[qi, :, 7], f[qi, :, 8] = self._coverage(q)
+            vdb = np.zeros(len(self.dbs), dtype=np.float32)
+            np.maximum.at(vdb, self.key_db, f[qi, :, 4])
+            f[qi, :, 9] = vdb[self.key_db]
+        f[:, :, -1] = 1.0
         return f
 
     def logits(self, questions: Sequence[str]) -> np.ndarray:
         return self.features(questions) @ self.weights
 
+    def db_features(self, f: np.ndarray, lg: np.ndarray) -> np.ndarray:
+        """(Q, databases, DB_FEATURES): the best table, all tables (log-sum-exp) and database-wide evidence."""
+        nq, nd = lg.shape[0], len(self.dbs)
+        out = np.zeros((nq, nd, len(DB_FEATURES)), dtype=np.float32)
+        mx = np.full((nq, nd), -np.inf, dtype=np.float32)
+        for qi in range(nq):
+            np.maximum.at(mx[qi], self.key_db, lg[qi])
+        ex = np.zeros((nq, nd), dtype=np.float64)
+        for qi in range(nq):
+            np.add.at(ex[qi], self.key_db, np.exp(np.clip(lg[qi] - mx[qi][self.key_db], -50, 0)))
+        out[:, :, 0] = mx
+        out[:, :, 1] = mx + np.log(ex)
+        first = np.zeros(nd, dtype=np.int64)  # one table per database carries the database-wide features
+        first[self.key_db[::-1]] = np.arange(len(self.keys))[::-1]
+        for j, name in enumerate(("knn_db", "bm25_db", "dense_db", "cover_db", "value_db"), 2):
+            out[:, :, j] = f[:, first, FEATURES.index(name)]
+        out[:, :, -1] = 1.0
+        return out
+
     # ---- training ------------------------------------------------------------------------------
-    def train(self, syn: list[SyntheticQuestion], progress: Progress | None = None) -> dict[str, Any]:
+    def train(self, syn: list[SyntheticQuestion], progress: Progress | None = None,
+              vecs: np.ndarray | None = None) -> dict[str, Any]:
         """Fit the memory (most questions) and the scorer (held-out questions, hard negatives)."""
         from sklearn.linear_model import LogisticRegression
 
         rng = random.Random(self.cfg.seed)
         t0 = time.perf_counter()
-        vecs = self._embed_syn(syn, progress)
+        vecs = self._embed_syn(syn, progress) if vecs is None else vecs
         embed_s = time.perf_counter() - t0
         idx = list(range(len(syn)))
         rng.shuffle(idx)
@@ -228,10 +293,12 @@ class GraphRouter:
         held, mem = idx[:n_train], idx[n_train:]
         self._set_memory([syn[i] for i in mem], vecs[mem])
         xs, ys = [], []
+        held_feats = []
         for s in range(0, len(held), 256):
             chunk = [syn[i] for i in held[s:s + 256]]
             groups = np.array([hash((q.schema.database, q.schema.tables)) for q in chunk])
             f = self.features([q.question for q in chunk], exclude_groups=groups)
+            held_feats.append((f, chunk))
             for qi, q in enumerate(chunk):
                 gold = {self.key_pos[(q.schema.database, t)] for t in q.schema.tables}
                 prior = f[qi, :, 0] + f[qi, :, 1] + f[qi, :, 2] + f[qi, :, 4]
@@ -244,10 +311,25 @@ class GraphRouter:
         clf = LogisticRegression(C=1.0, max_iter=2000, fit_intercept=False)
         clf.fit(np.array(xs), np.array(ys))
         self.weights = clf.coef_[0].astype(np.float32)
+        # second stage: which database (gold vs the 15 best other databases by their best table)
+        dx, dy = [], []
+        for f, chunk in held_feats:
+            lg = f @ self.weights
+            df = self.db_features(f, lg)
+            for qi, q in enumerate(chunk):
+                gold = self.db_index[q.schema.database]
+                order = [int(d) for d in np.argsort(-df[qi, :, 0])[:16] if int(d) != gold][:15]
+                for d in [gold] + order:
+                    dx.append(df[qi, d])
+                    dy.append(int(d == gold))
+        dclf = LogisticRegression(C=1.0, max_iter=2000, fit_intercept=False)
+        dclf.fit(np.array(dx), np.array(dy))
+        self.db_weights = dclf.coef_[0].astype(np.float32)
         # the memory at inference holds every synthetic question
         self._set_memory(syn, vecs)
         self.meta = {"synthetic_questions": len(syn), "scorer_examples": len(xs), "embed_s": round(embed_s, 1),
-                     "weights": dict(zip(FEATURES, map(float, self.weights)))}
+                     "weights": dict(zip(FEATURES, map(float, self.weights))),
+                     "db_weights": dict(zip(DB_FEATURES, map(float, self.db_weights)))}
         return self.meta
 
     def _embed_syn(self, syn: Sequence[SyntheticQuestion], progress: Progress | None) -> np.ndarray:
@@ -285,10 +367,11 @@ class GraphRouter:
         done.sort(key=lambda b: -b[0])
         return done
 
-    def _candidates(self, row: np.ndarray, k: int) -> list[Candidate]:
-        best_table = np.full(len(self.dbs), -np.inf)
-        np.maximum.at(best_table, self.key_db, row)
-        top_dbs = np.argsort(-best_table)[: max(k, self.cfg.prefilter_dbs)]
+    def _candidates(self, row: np.ndarray, k: int, db_row: np.ndarray | None = None) -> list[Candidate]:
+        if db_row is None:
+            db_row = np.full(len(self.dbs), -np.inf)
+            np.maximum.at(db_row, self.key_db, row)
+        top_dbs = np.argsort(-db_row)[:k]
         cands = []
         for di in top_dbs:
             db = self.dbs[di]
@@ -306,8 +389,9 @@ class GraphRouter:
                 tables += [t for t in tr if t not in tables]
             # then the remaining tables of the database, best first (table recall at larger k)
             rest = sorted((t for t in logit if t not in tables), key=lambda t: -logit[t])
-            conf = 1 / (1 + math.exp(-max(logit.values())))
-            cands.append(Candidate(db, tables + rest[: max(0, 3 - len(tables))], best, used, conf))
+            dl = float(db_row[di])
+            conf = 1 / (1 + math.exp(-min(max(dl, -50.0), 50.0)))
+            cands.append(Candidate(db, tables + rest[: max(0, self.cfg.min_tables - len(tables))], dl, used, conf))
         cands.sort(key=lambda c: -c.score)
         return cands[:k]
 
@@ -316,8 +400,10 @@ class GraphRouter:
             return []
         out = []
         for s in range(0, len(questions), 128):
-            lg = self.logits(questions[s:s + 128])
-            out += [self._candidates(row, k) for row in lg]
+            f = self.features(questions[s:s + 128])
+            lg = f @ self.weights
+            dlg = self.db_features(f, lg) @ self.db_weights
+            out += [self._candidates(row, k, drow) for row, drow in zip(lg, dlg)]
         return out
 
     def route(self, question: str, k: int = 5) -> list[Candidate]:
@@ -333,7 +419,8 @@ class GraphRouter:
         np.save(d / "doc_cache.npy", np.stack(list(cache.values())) if cache else np.zeros((0, 384), np.float32))
         (d / "synthetic.jsonl").write_text("".join(json.dumps(q.to_dict()) + "\n" for q in self.syn))
         fps = {n: e.fingerprint for n, e in self.collection.entries.items()}
-        (d / "meta.json").write_text(json.dumps(self.meta | {"weights_vec": self.weights.tolist(), "fingerprints": fps,
+        (d / "meta.json").write_text(json.dumps(self.meta | {"weights_vec": self.weights.tolist(),
+                                                             "db_weights_vec": self.db_weights.tolist(), "fingerprints": fps,
                                                              "config": self.cfg.__dict__}, indent=1))
 
     @classmethod
@@ -355,13 +442,15 @@ class GraphRouter:
         if not (d / "meta.json").exists():
             raise IndexMissing(f"collection '{collection.name}' has no trained router")
         meta = json.loads((d / "meta.json").read_text())
-        r = cls(collection, BuildConfig(**meta["config"]), embedder)
+        known = BuildConfig.__dataclass_fields__
+        r = cls(collection, BuildConfig(**{k: v for k, v in meta["config"].items() if k in known}), embedder)
         syn = [SyntheticQuestion.from_dict(json.loads(line)) for line in (d / "synthetic.jsonl").read_text().splitlines()]
         vecs = np.load(d / "syn_vecs.npy")
         keep = [i for i, q in enumerate(syn) if q.schema.database in collection.entries]
         r._set_memory([syn[i] for i in keep], vecs[keep])
         r.weights = np.array(meta["weights_vec"], dtype=np.float32)
-        r.meta = {k: v for k, v in meta.items() if k not in ("weights_vec", "fingerprints", "config")}
+        r.db_weights = np.array(meta["db_weights_vec"], dtype=np.float32)
+        r.meta = {k: v for k, v in meta.items() if k not in ("weights_vec", "db_weights_vec", "fingerprints", "config")}
         r._fingerprints = meta.get("fingerprints", {})
         return r
 

@@ -218,3 +218,151 @@ class LLMQuestioner:
 
     def generate(self, schemas: Sequence[QuerySchema]) -> list[SyntheticQuestion]:
         return [SyntheticQuestion(self.question(s), s, "llm") for s in schemas]
+
+
+# ---- question patterns mined from a training split ------------------------------------------------
+
+@dataclass(frozen=True)
+class MinedPattern:
+    """A real training question with its schema mentions replaced by slots.
+
+    ``text`` holds ``{t0}`` (table 0), ``{c1_0}`` (a column of table 1), ``{v0_0}`` (a value of a text
+    column of table 0); ``numeric`` lists the column slots that held a number column."""
+
+    text: str
+    n_tables: int
+    numeric: tuple[str, ...] = ()
+    plural: tuple[str, ...] = ()
+
+
+def mine_patterns(train_json: str | Path, tables_json: str | Path, min_dbs: int = 4) -> list[MinedPattern]:
+    """Slot the schema mentions of Spider train questions (``SpiderQuestion`` or ``question``).
+
+    A pattern is kept only if every content word left outside the slots is generic, i.e. occurs in
+    questions of at least ``min_dbs`` different training databases (so no domain leaks across)."""
+    import sqlglot
+    from sqlglot import exp
+
+    schemas = {e["db_id"]: Schema.from_spider(e) for e in json.loads(Path(tables_json).read_text())}
+    train = json.loads(Path(train_json).read_text())
+    word_dbs: dict[str, set[str]] = {}
+    for e in train:
+        for w in tokens(e.get("SpiderQuestion") or e["question"], stemmed=False):
+            word_dbs.setdefault(w, set()).add(e["db_id"])
+    out: list[MinedPattern] = []
+    seen: set[str] = set()
+    for e in train:
+        q = e.get("SpiderQuestion") or e["question"]
+        s = schemas.get(e["db_id"])
+        if s is None:
+            continue
+        try:
+            tree = sqlglot.parse_one(e["query"], read="sqlite")
+        except Exception:  # noqa: BLE001
+            continue
+        used = list(dict.fromkeys(t.name.lower() for t in tree.find_all(exp.Table)))
+        tabs = [s.table(t) for t in used if s.table(t) is not None]
+        if not tabs or len(tabs) > 3:
+            continue
+        mentions: list[tuple[str, str, bool, bool]] = []  # (surface, slot, numeric, plural)
+        col_names = {c.name.lower() for c in tree.find_all(exp.Column)}
+        lits = [lit.this for lit in tree.find_all(exp.Literal) if lit.is_string]
+        for j, t in enumerate(tabs):
+            for k, c in enumerate(x for x in t.columns if x.name.lower() in col_names and not _is_key(x)):
+                num = any(x in (c.type or "").upper() for x in _NUM)
+                mentions.append((col_name(c), f"c{j}_{k}", num, False))
+            vals_cols = [c for c in t.columns if c.name.lower() in col_names and not _is_key(c)]
+            for k, v in enumerate(lits):
+                if vals_cols and len(v) > 1:
+                    mentions.append((v.strip("%"), f"v{j}_{k}", False, False))
+            h = human(t.name)
+            mentions += [(_plural(h), f"t{j}", False, True), (h, f"t{j}", False, False)]
+        text, slots, numeric, plural = q, set(), [], []
+        for surface, slot, num, pl in sorted(mentions, key=lambda m: -len(m[0])):
+            if len(surface) < 2 or slot in slots:
+                continue
+            pat = re.compile(r"(?<![\w{])" + re.escape(surface) + r"(?![\w}])", re.I)
+            if pat.search(text):
+                text = pat.sub("{" + slot + "}", text, count=1)
+                slots.add(slot)
+                if num:
+                    numeric.append(slot)
+                if pl:
+                    plural.append(slot)
+        if not slots or not any(x.startswith("t") or x.startswith("c") for x in slots):
+            continue
+        left = tokens(re.sub(r"\{[^}]*\}", " ", text), stemmed=False)
+        if any(len(word_dbs.get(w, ())) < min_dbs for w in left):
+            continue
+        # every table of the pattern must be mentioned (the synthetic question will name it)
+        if any(not any(x[1:].split("_")[0] == str(j) for x in slots) for j in range(len(tabs))):
+            continue
+        if text not in seen:
+            seen.add(text)
+            out.append(MinedPattern(text, len(tabs), tuple(numeric), tuple(plural)))
+    return out
+
+
+class PatternQuestioner(TemplateQuestioner):
+    """Fills mined real-question patterns with a sampled schema's tables, columns and values;
+    falls back to the built-in patterns when no mined pattern fits."""
+
+    def __init__(self, schemas: Mapping[str, Schema], values: Mapping[str, Mapping[tuple[str, str], list[Any]]],
+                 patterns: Sequence[MinedPattern], seed: int = 0, share: float = 0.7) -> None:
+        super().__init__(schemas, values, seed)
+        self.by_size: dict[int, list[MinedPattern]] = {}
+        for p in patterns:
+            self.by_size.setdefault(p.n_tables, []).append(p)
+        self.share = share
+
+    def question(self, qs: QuerySchema) -> str:
+        pool = self.by_size.get(len(qs.tables))
+        if not pool or self.rng.random() > self.share:
+            return super().question(qs)
+        schema = self.schemas[qs.database]
+        for _ in range(5):
+            p = self.rng.choice(pool)
+            filled = self._fill(p, schema, qs)
+            if filled:
+                return filled
+        return super().question(qs)
+
+    def _fill(self, p: MinedPattern, schema: Schema, qs: QuerySchema) -> str | None:
+        tabs = [schema.table(t) for t in qs.tables]
+        vals = self.values.get(qs.database, {})
+        out: dict[str, str] = {}
+        for slot in re.findall(r"\{([^}]*)\}", p.text):
+            kind, j = slot[0], int(slot[1:].split("_")[0])
+            if j >= len(tabs):
+                return None
+            t = tabs[j]
+            if kind == "t":
+                out[slot] = _plural(human(t.name)) if slot in p.plural else human(t.name)
+            elif kind == "c":
+                cols = self._cols(t)
+                want_num = slot in p.numeric
+                typed = [c for c in cols if any(x in (c.type or "").upper() for x in _NUM) == want_num]
+                out[slot] = col_name(self.rng.choice(typed or cols))
+            else:
+                opts = [v for c in t.columns for v in vals.get((t.name, c.name), [])[:50]
+                        if isinstance(v, str) and 1 < len(v) < 40 and not _is_key(c)]
+                if not opts:
+                    return None
+                out[slot] = self.rng.choice(opts)
+        try:
+            return p.text.format(**out)
+        except (KeyError, IndexError, ValueError):
+            return None
+
+
+_PATTERNS: list[MinedPattern] | None = None
+
+
+def load_patterns() -> list[MinedPattern]:
+    """The mined patterns shipped with tagql (``routing/data/patterns.json``, from Spider train)."""
+    global _PATTERNS
+    if _PATTERNS is None:
+        f = Path(__file__).parent / "data" / "patterns.json"
+        _PATTERNS = [MinedPattern(d["text"], d["n_tables"], tuple(d["numeric"]), tuple(d["plural"]))
+                     for d in json.loads(f.read_text())]
+    return _PATTERNS
