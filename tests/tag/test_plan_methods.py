@@ -93,6 +93,7 @@ def test_tag_method_end_to_end(superhero, tmp_path):
     assert 1 < a.lm_calls < 1 + 25
     d = a.to_dict()
     assert d["plan"]["sql"].startswith("SELECT") and d["lm_calls"] == a.lm_calls
+    assert json.loads(json.dumps(d))["method"] == "tag"  # the --json output is serialisable
     # a second run hits the persistent operator cache: only the plan call
     a2 = answer(s, "Which publisher that is a person has the most heroes?", "tag")
     assert a2.lm_calls == 1 and a2.values == a.values
