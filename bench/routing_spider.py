@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--collection", default="spider-bench")
     ap.add_argument("--syn", action="store_true", help="also run Spider-Syn dev")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--rebuild", action="store_true", help="re-train the 'ours' router from scratch (build cost)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
 
@@ -40,6 +41,13 @@ def main() -> None:
         coll.add_spider(DATA / "spider" / "tables.json")
         coll.save()
     build_s = time.perf_counter() - t0
+    router_build = None
+    if "ours" in args.methods and (args.rebuild or not (coll.path / "router" / "meta.json").exists()):
+        from tagql.routing.ours import GraphRouter
+
+        t = time.perf_counter()
+        GraphRouter.build(coll)
+        router_build = round(time.perf_counter() - t, 1)
     tables = {db: coll.schema(db).table_names for db in coll.databases}
 
     dev = json.loads((DATA / "spider" / "dev.json").read_text())
@@ -52,6 +60,7 @@ def main() -> None:
                               [Gold(e["db_id"], gold_tables(e["query"], tables[e["db_id"]])) for e in syn])
 
     results: dict = {"collection": args.collection, "databases": len(coll.databases), "collection_build_s": round(build_s, 1),
+               "router_build_s": router_build,
                      "methods": {}}
     for m in args.methods.split(","):
         base, _, agg = m.partition("-")
