@@ -68,11 +68,14 @@ def test_invalid_plans_rejected_before_any_lm_call(superhero, bad, msg):
 def test_planner_repairs_an_invalid_plan(superhero):
     bad = json.dumps({"sql": "SELECT superhero_name FROM superhero",
                       "operators": [{"op": "filter", "instruction": "{name} is a woman"}]})
-    llm = ScriptedLLM([bad, json.dumps(HYBRID)])
+    llm = ScriptedLLM(["yes", bad, json.dumps(HYBRID)])
     plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which person publisher has most heroes?")
     assert plan.operators[0]["op"] == "filter"
-    assert attempts[0]["error"] and "name" in attempts[0]["error"] and attempts[1]["error"] is None
-    assert "invalid" in llm.prompts[1][-1].content
+    assert attempts[0] == {"needs_lm_operators": True}
+    assert attempts[1]["error"] and "name" in attempts[1]["error"] and attempts[2]["error"] is None
+    assert "at least one language-model operator" in llm.prompts[1][-1].content
+    assert llm.prompts[0][0] == llm.prompts[1][0]  # the yes/no question shares the plan's system prefix
+    assert "invalid" in llm.prompts[2][-1].content
 
 
 def session(db, fn):
@@ -81,6 +84,8 @@ def session(db, fn):
 
 def test_tag_method_end_to_end(superhero, tmp_path):
     def fn(messages):
+        if "Does answering" in messages[-1].content:
+            return "yes"
         if "Question:" in messages[-1].content and "plan" in messages[0].content:
             return json.dumps(HYBRID)
         return judge(messages)
@@ -90,20 +95,20 @@ def test_tag_method_end_to_end(superhero, tmp_path):
     assert a.method == "tag" and a.values and a.values[0] in PEOPLE
     assert a.plan["operators"][0]["op"] == "filter" and not a.plan["relational"]
     # plan + filter calls in heroes-count order until the first person passes (filter + limit 1 stops early)
-    assert 1 < a.lm_calls < 1 + 25
+    assert 2 < a.lm_calls < 2 + 25
     d = a.to_dict()
     assert d["plan"]["sql"].startswith("SELECT") and d["lm_calls"] == a.lm_calls
     assert json.loads(json.dumps(d))["method"] == "tag"  # the --json output is serialisable
     # a second run hits the persistent operator cache: only the plan call
     a2 = answer(s, "Which publisher that is a person has the most heroes?", "tag")
-    assert a2.lm_calls == 1 and a2.values == a.values
+    assert a2.lm_calls == 2 and a2.values == a.values  # classify + plan
 
 
 def test_relational_question_is_plain_sql(superhero, tmp_path):
     plan = {"sql": "SELECT COUNT(*) FROM superhero", "operators": []}
-    s = TagQL(superhero, ScriptedLLM([json.dumps(plan)]), settings=load_settings(cache_dir=str(tmp_path)))
+    s = TagQL(superhero, ScriptedLLM(["no", json.dumps(plan)]), settings=load_settings(cache_dir=str(tmp_path)))
     a = answer(s, "How many superheroes are there?", "tag")
-    assert a.values == [750] and a.plan["relational"] and a.lm_calls == 1
+    assert a.values == [750] and a.plan["relational"] and a.lm_calls == 2
 
 
 def test_baselines(superhero, tmp_path):
@@ -147,7 +152,7 @@ def test_helpers():
 
 def test_tag_falls_back_to_text2sql_lm_without_a_valid_plan(superhero, tmp_path):
     sql = "SELECT superhero_name FROM superhero WHERE height_cm > 250"
-    llm = ScriptedLLM(["not json", "still not json", sql, '["Galactus"]'])
+    llm = ScriptedLLM(["no", "not json", "still not json", sql, '["Galactus"]'])
     s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
     a = answer(s, "Which heroes are taller than 250 cm?", "tag")
     assert a.values == ["Galactus"] and a.plan["fallback"] == "text2sql_lm" and "no valid plan" in a.notes[0]
@@ -155,7 +160,7 @@ def test_tag_falls_back_to_text2sql_lm_without_a_valid_plan(superhero, tmp_path)
 
 def test_summary_question_without_agg_operator_is_summarised(superhero, tmp_path):
     plan = {"sql": "SELECT superhero_name FROM superhero WHERE height_cm > 900", "operators": []}
-    llm = ScriptedLLM([json.dumps(plan), "Two giants: Godzilla and Galactus."])
+    llm = ScriptedLLM(["no", json.dumps(plan), "Two giants: Godzilla and Galactus."])
     s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
     a = answer(s, "Summarize the heroes taller than 9 m.", "tag")
-    assert a.answer.startswith("Two giants") and "Data Point 1" in llm.prompts[1][-1].content
+    assert a.answer.startswith("Two giants") and "Data Point 1" in llm.prompts[2][-1].content

@@ -216,12 +216,26 @@ class Planner:
         return [system(prompts.plan_system_prompt(self.db.name, self.db.schema.to_prompt())),
                 user(prompts.plan_user_prompt(question))]
 
+    def needs_operators(self, question: str) -> bool:
+        """One grammar-constrained token: does the question need knowledge or reasoning beyond the data?
+        (Same system prefix as the plan, so llama.cpp reuses it.) Small models rarely choose operators on
+        their own; asking first and then requiring one makes hybrid plans happen."""
+        msgs = [self.messages(question)[0], user(prompts.needs_lm_prompt(question))]
+        reply = self.llm.complete(msgs, max_tokens=2, grammar='root ::= "yes" | "no"')
+        return reply.text.strip().lower().startswith("yes")
+
     def make(self, question: str) -> tuple[Plan, list[dict[str, Any]]]:
+        hybrid = self.needs_operators(question)
         messages = self.messages(question)
-        attempts: list[dict[str, Any]] = []
+        schema = PLAN_SCHEMA
+        if hybrid:
+            messages[-1] = user(prompts.plan_user_prompt(question) + prompts.HYBRID_HINT)
+            schema = {**PLAN_SCHEMA, "properties": {**PLAN_SCHEMA["properties"], "operators": {
+                **PLAN_SCHEMA["properties"]["operators"], "minItems": 1}}}
+        attempts: list[dict[str, Any]] = [{"needs_lm_operators": hybrid}]
         last: TagqlError | None = None
         for _ in range(self.retries + 1):
-            reply = self.llm.complete(messages, max_tokens=self.max_tokens, json_schema=PLAN_SCHEMA)
+            reply = self.llm.complete(messages, max_tokens=self.max_tokens, json_schema=schema)
             try:
                 plan = parse_plan(reply.text)
                 validate_plan(plan, self.db, self.engine)

@@ -42,6 +42,21 @@ def plan_user_prompt(question: str) -> str:
     return f"Question: {question}\n"
 
 
+def needs_lm_prompt(question: str) -> str:
+    return (
+        f"Question: {question}\n"
+        "Does answering this question need world knowledge or judgement about values that the database does "
+        "not store as columns (for example a region, a category, a property of a named thing, the meaning or "
+        "order of a text, a summary)? Answer yes or no."
+    )
+
+
+HYBRID_HINT = (
+    "This question needs at least one language-model operator (filter, topk, map or agg) on a column of the "
+    "SQL result: select the rows and columns in SQL without guessing values, then apply the operator.\n"
+)
+
+
 def plan_repair_prompt(error: str) -> str:
     return f"That plan is invalid: {error}\nWrite a corrected plan for the same question. JSON only."
 
