@@ -28,7 +28,7 @@ from tagql.knowledge.retrieval import Corpus, IndexRetriever, make_method
 DBS = ["california_schools", "card_games", "codebase_community", "debit_card_specializing",
        "european_football_2", "financial", "formula_1", "student_club", "superhero",
        "thrombosis_prediction", "toxicology"]
-METHODS = ["none", "all", "bm25", "dense", "sbr", "hybrid"]
+METHODS = ["none", "all", "bm25", "dense", "sbr", "hybrid", "hybrid-fast"]
 
 
 class CachingEmbedder:

@@ -14,7 +14,10 @@ Methods:
   among those with length within ``|d.x| ± n`` (the paper's equation).
 - ``hybrid`` (ours, the default): SbR's best-window cosine fused with normalised BM25 and a
   value-aware bonus for quoted constants of the SQL snippet that occur in the question, after a
-  cheap lexical+dense first stage that caps the candidates, so large repositories stay fast.
+  cheap lexical+dense first stage that caps the candidates, so large repositories stay fast; then
+  a re-ranking that demotes statements repeating an already chosen SQL snippet.
+- ``hybrid-fast``: the same, with window embeddings pooled from ONE transformer pass over the
+  question (lower latency, lower F1).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from tagql.errors import TagqlError
 from tagql.knowledge import ScoredStatement
 from tagql.knowledge.canon import canonicalise, tokens, words
 
-METHODS = ("none", "all", "bm25", "dense", "sbr", "hybrid")
+METHODS = ("none", "all", "bm25", "dense", "sbr", "hybrid", "hybrid-fast")
 DEFAULT_METHOD = "hybrid"
 MAX_QUESTION_WORDS = 64  # longer questions: windows over the first 64 words only (bounded latency); BM25 sees all
 
@@ -274,8 +277,8 @@ class HybridMethod(Method):
     """
 
     def __init__(self, n: int = 2, w_bm25: float = 0.3, w_literal: float = 0.1, candidates: int = 256,
-                 max_window: int = 12, pooled: int = 0, diversity: float = 0.0) -> None:
-        super().__init__("hybrid", needs_embedder=True)
+                 max_window: int = 12, pooled: int = 0, diversity: float = 0.3) -> None:
+        super().__init__("hybrid-fast" if pooled else "hybrid", needs_embedder=True)
         self.n, self.w_bm25, self.w_literal, self.diversity = n, w_bm25, w_literal, diversity
         self.candidates, self.max_window, self.pooled = candidates, max_window, pooled
 
@@ -338,6 +341,8 @@ def diversify(corpus: Corpus, ranked: list[tuple[int, float]], k: int, weight: f
 def make_method(name: str, **params: float) -> Method:
     factories = {"none": NoneMethod, "all": AllMethod, "bm25": BM25Method, "dense": DenseMethod,
                  "sbr": SbRMethod, "hybrid": HybridMethod}
+    if name == "hybrid-fast":  # one transformer pass: windows pooled from contextual token vectors
+        return HybridMethod(**({"pooled": 1} | params))  # type: ignore[arg-type]
     if name not in factories:
         raise UnknownMethod(f"unknown retrieval method {name!r}")
     return factories[name](**params)  # type: ignore[arg-type]
