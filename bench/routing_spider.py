@@ -84,7 +84,8 @@ def main() -> None:
         print(f"done {m}", file=sys.stderr)
     results["max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     if getattr(coll, "path", None) and (coll.path / "router" / "meta.json").exists():
-        results["router_meta"] = json.loads((coll.path / "router" / "meta.json").read_text())
+        meta = json.loads((coll.path / "router" / "meta.json").read_text())
+        results["router_meta"] = {k: v for k, v in meta.items() if k not in ("fingerprints", "weights_vec", "db_weights_vec")}
 
     print(f"{'method':<12}{'set':<12}{'DB R@1':>8}{'DB R@5':>8}{'T R@5':>8}{'T R@15':>8}{'mAP':>8}{'p50 ms':>8}")
     for m, res in results["methods"].items():
