@@ -127,3 +127,16 @@ def test_exemplars_roundtrip(kb, tmp_path):
     assert len(kb.exemplars()) == len(DEFAULT_EXEMPLARS)
     kb.set_exemplars([Exemplar("na is sodium", "'sodium' refers to atom.element = 'na'")])
     assert [e.nl for e in kb.exemplars()] == ["na is sodium"]
+
+
+def test_retriever_for_database(tmp_path, kb):
+    from tagql.config import load_settings
+    from tagql.knowledge.store import retriever_for
+
+    settings = load_settings(knowledge_dir=tmp_path)
+    assert retriever_for("nostore", settings=settings) is None
+    kb.add_structured(TOX, status="approved")
+    r = retriever_for("tox", settings=settings, k=2)  # the fixture's store is tmp_path/tox.kb
+    assert {s.text for s in r.retrieve(Q)} == {"sodium atoms", "non-carcinogenic"}
+    with pytest.raises(KnowledgeStoreError):
+        retriever_for("x", store=tmp_path / "missing.kb")

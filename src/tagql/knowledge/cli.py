@@ -73,9 +73,9 @@ def store_path(store: Path | None, name: str | None) -> Path:
         return store
     if not name:
         raise KnowledgeStoreError("give --store PATH or --db")
-    from tagql.config import load_settings
+    from tagql.knowledge.store import default_store_path
 
-    return load_settings().knowledge_dir / f"{name}.kb"
+    return default_store_path(name)
 
 
 def open_kb(store: Path | None, db: str | None, db_id: str | None, *, create: bool) -> KnowledgeBase:

@@ -424,4 +424,26 @@ def open_store(path: str | Path, **kw: Any) -> KnowledgeBase:
     return KnowledgeBase.open(path, **kw)
 
 
-__all__ = ["KnowledgeBase", "Statement", "StoreRetriever", "KnowledgeStoreError", "STATUSES", "StatementError"]
+def default_store_path(db_name: str, settings: Any = None) -> Path:
+    """Where ``tagql knowledge add --db X`` keeps X's statements by default."""
+    if settings is None:
+        from tagql.config import load_settings
+
+        settings = load_settings()
+    return Path(settings.knowledge_dir) / f"{db_name}.kb"
+
+
+def retriever_for(db_name: str, *, store: str | Path | None = None, settings: Any = None,
+                  method: str = DEFAULT_METHOD, k: int = 4) -> StoreRetriever | None:
+    """The retriever ``tagql ask`` should use for a database: its store's approved statements, or
+    None when the database has no store yet (then the pipeline runs without domain knowledge)."""
+    path = Path(store) if store is not None else default_store_path(db_name, settings)
+    if not path.exists():
+        if store is not None:
+            raise KnowledgeStoreError(f"knowledge store '{path}' does not exist")
+        return None
+    return KnowledgeBase.open(path).retriever(method, k=k)
+
+
+__all__ = ["KnowledgeBase", "Statement", "StoreRetriever", "KnowledgeStoreError", "STATUSES", "StatementError",
+           "retriever_for", "default_store_path"]
