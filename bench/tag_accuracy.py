@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             results.append(res)
             print(f"[{r['Query ID']:>2}] {m:<15} {'OK ' if ok else 'bad'} {res['seconds']:7.1f}s "
                   f"calls={calls} {str(values)[:60]} {err or ''}", flush=True)
+            # partial results survive an interrupted run (the machine is slow)
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).with_suffix(".partial.json").write_text(json.dumps(results, indent=1, default=str))
 
     summary: dict[str, dict] = {}
     for m in methods:
