@@ -164,3 +164,15 @@ def test_summary_question_without_agg_operator_is_summarised(superhero, tmp_path
     s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
     a = answer(s, "Summarize the heroes taller than 9 m.", "tag")
     assert a.answer.startswith("Two giants") and "Data Point 1" in llm.prompts[2][-1].content
+
+
+def test_guessed_value_lists_on_judged_columns_are_dropped(superhero):
+    from tagql.tag.plan import relax_guessed_values
+
+    plan = Plan.from_obj({"sql": "SELECT element FROM atom WHERE element IN ('Na', 'K') AND molecule_id = 'TR1'",
+                          "operators": [{"op": "filter", "instruction": "{element} is an alkali metal"}]})
+    removed = relax_guessed_values(plan)
+    assert removed == ["element IN ('Na', 'K')"]
+    assert "IN" not in plan.sql and "molecule_id = 'TR1'" in plan.sql
+    keep = Plan.from_obj({"sql": "SELECT element FROM atom WHERE element IN ('Na', 'K')", "operators": []})
+    assert relax_guessed_values(keep) == [] and "IN" in keep.sql

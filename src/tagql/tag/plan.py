@@ -28,7 +28,9 @@ from tagql.db.connection import Database, Result
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, TagqlError, UnsafeQuery
 from tagql.llm.base import LLM, Message, system, user
 from tagql.tag import tag_prompts as prompts
-from tagql.tag.operators import OperatorError, SemEngine, SemTable, resolve_columns, resolve_or_none
+from tagql.tag.operators import (
+    OperatorError, SemEngine, SemTable, resolve_columns, resolve_or_none, template_fields,
+)
 from tagql.tag.query import prepare_sql
 from tagql.tag.udf import execute_with_lm, register_lm_functions
 
@@ -96,6 +98,36 @@ def parse_plan(text: str) -> Plan:
     except ValueError as exc:
         raise LLMOutputError(f"the LM plan is not valid JSON: {exc}") from exc
     return Plan.from_obj(obj)
+
+
+def relax_guessed_values(plan: Plan, dialect: str = "sqlite") -> list[str]:
+    """Drop ``col IN ('a', 'b', ...)`` WHERE conditions on a column an LM filter/topk judges: the model
+    guessed the values the operator is there to find (small models do this, often in the wrong case).
+    Returns the removed conditions (recorded in the plan)."""
+    import sqlglot
+    from sqlglot import exp
+
+    judged = set()
+    for op in plan.operators:
+        if str(op.get("op", "")).lower() in ("filter", "topk") and isinstance(op.get("instruction"), str):
+            judged |= {f.split(":")[0].lower() for f in template_fields(op["instruction"])}
+    if not judged:
+        return []
+    try:
+        tree = sqlglot.parse_one(plan.sql, read=dialect)
+    except Exception:  # noqa: BLE001 - validation reports parse errors
+        return []
+    removed = []
+    for node in list(tree.find_all(exp.In)):
+        col = node.this
+        values = node.expressions
+        if (isinstance(col, exp.Column) and col.name.lower() in judged and len(values) >= 2
+                and all(isinstance(v, exp.Literal) and v.is_string for v in values)):
+            removed.append(node.sql(dialect=dialect))
+            node.replace(exp.true())
+    if removed:
+        plan.sql = tree.sql(dialect=dialect)
+    return removed
 
 
 def validate_plan(plan: Plan, db: Database, engine: SemEngine) -> tuple[str, list[list[str]]]:
@@ -238,6 +270,9 @@ class Planner:
             reply = self.llm.complete(messages, max_tokens=self.max_tokens, json_schema=schema)
             try:
                 plan = parse_plan(reply.text)
+                relaxed = relax_guessed_values(plan, self.db.dialect)
+                if relaxed:
+                    attempts.append({"relaxed": relaxed})
                 validate_plan(plan, self.db, self.engine)
             except (LLMOutputError, PlanError) as exc:
                 attempts.append({"plan": reply.text.strip()[:2000], "error": exc.one_line()})
