@@ -91,7 +91,13 @@ def _null() -> Iterator[None]:
 
 def print_answer(a: Any) -> None:
     console.rule(f"[bold]{a.question}")
-    console.print(Syntax(a.sql, "sql", word_wrap=True))
+    if a.sql:
+        console.print(Syntax(a.sql, "sql", word_wrap=True))
+    plan = getattr(a, "plan", None)
+    if plan and plan.get("operators"):
+        console.print("[bold]LM operators run on the result:[/]")
+        for op in plan["operators"]:
+            console.print(f"  {json.dumps(op, default=str)}", highlight=False)
     for att in a.attempts[:-1]:
         console.print(f"[dim]retried after: {att.error}[/]", highlight=False)
     if a.statements:
