@@ -59,7 +59,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--stores", type=Path, default=Path("/tmp/tagql_knowledge_stores"))
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "knowledge_exec_accuracy.json")
+    ap.add_argument("--summarise-only", action="store_true", help="summarise the records already in --out")
     a = ap.parse_args()
+    if a.summarise_only:
+        records = json.loads(a.out.read_text())["records"]
+        done = {(r["db"], r["split"], r["i"]) for r in records}
+        full = [k for k in done if {r["condition"] for r in records if (r["db"], r["split"], r["i"]) == k} >= set(a.conditions)]
+        records = [r for r in records if (r["db"], r["split"], r["i"]) in full]
+        summarise(records, a, load_settings(), time.time())
+        return
     settings = load_settings()
     llm = make_llm(settings)
     records, t0 = [], time.time()
@@ -89,6 +97,10 @@ def main() -> None:
                           flush=True)
                 a.out.parent.mkdir(parents=True, exist_ok=True)
                 a.out.write_text(json.dumps({"records": records}, indent=1))
+    summarise(records, a, settings, t0)
+
+
+def summarise(records: list[dict], a: argparse.Namespace, settings, t0: float) -> None:  # noqa: ANN001
     summary: dict[str, dict[str, float]] = {}
     for split in a.splits:
         for cond in a.conditions:
@@ -100,9 +112,12 @@ def main() -> None:
     print(f"{'split':6s} " + " ".join(f"{c:>7s}" for c in a.conditions))
     for split, row in summary.items():
         print(f"{split:6s} " + " ".join(f"{row.get(c, float('nan')):7.1f}" for c in a.conditions))
-    a.out.write_text(json.dumps({"summary": summary, "questions": n, "per_db": a.per_db, "seed": a.seed, "k": a.k,
-                                 "dbs": a.dbs, "model": settings.llm.model, "seconds": round(time.time() - t0),
-                                 "records": records}, indent=1))
+    per_db = {f"{db}/{s}": {c: [r["correct"] for r in records if (r["db"], r["split"], r["condition"]) == (db, s, c)].count(True)
+                            for c in a.conditions} for db in a.dbs for s in a.splits}
+    print("correct per database:", json.dumps(per_db))
+    a.out.write_text(json.dumps({"summary": summary, "questions": n, "correct_per_db": per_db, "per_db": a.per_db,
+                                 "seed": a.seed, "k": a.k, "dbs": a.dbs, "model": settings.llm.model,
+                                 "seconds": round(time.time() - t0), "records": records}, indent=1))
 
 
 if __name__ == "__main__":
