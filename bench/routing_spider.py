@@ -31,6 +31,7 @@ def main() -> None:
     ap.add_argument("--syn", action="store_true", help="also run Spider-Syn dev")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--rebuild", action="store_true", help="re-train the 'ours' router from scratch (build cost)")
+    ap.add_argument("--questions-per-table", type=int, default=None, help="synthetic questions per table")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
 
@@ -43,10 +44,11 @@ def main() -> None:
     build_s = time.perf_counter() - t0
     router_build = None
     if "ours" in args.methods and (args.rebuild or not (coll.path / "router" / "meta.json").exists()):
-        from tagql.routing.ours import GraphRouter
+        from tagql.routing.ours import BuildConfig, GraphRouter
 
+        cfg = BuildConfig(**({"questions_per_table": args.questions_per_table} if args.questions_per_table else {}))
         t = time.perf_counter()
-        GraphRouter.build(coll)
+        GraphRouter.build(coll, cfg)
         router_build = round(time.perf_counter() - t, 1)
     tables = {db: coll.schema(db).table_names for db in coll.databases}
 

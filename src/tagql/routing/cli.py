@@ -94,7 +94,7 @@ def index(
     db: Annotated[Optional[list[str]], typer.Option("--db", help="SQLite path or SQLAlchemy URL (repeatable)")] = None,
     remove: Annotated[Optional[list[str]], typer.Option("--remove", help="drop this database (repeatable)")] = None,
     no_router: Annotated[bool, typer.Option("--no-router", help="skip training 'ours' (bm25/dense still work)")] = False,
-    questions_per_table: Annotated[int, typer.Option(help="synthetic questions per table")] = 12,
+    questions_per_table: Annotated[int, typer.Option(help="synthetic questions per table")] = 24,
 ) -> None:
     """Build or update collection NAME, then train (or incrementally update) its router."""
     from tagql.config import load_settings

@@ -49,7 +49,7 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass
 class BuildConfig:
-    questions_per_table: int = 12  # synthetic questions per table of the collection
+    questions_per_table: int = 24  # synthetic questions per table (recall still rises at 24: bench/routing_synth.py)
     train_share: float = 0.25  # held-out share used to fit the scorer
     knn: int = 40
     knn_temp: float = 0.05
