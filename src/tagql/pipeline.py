@@ -178,6 +178,11 @@ class RoutedTagQL:
         )
         answer = session.ask(question)
         answer.routing = [c.to_dict() for c in candidates]
+        from tagql.routing.hitl import confidence_note
+
+        note = confidence_note(candidates)
+        if note and self.choose is None:
+            answer.notes.append(note)
         answer.timings = {"route_s": round(route_s, 3), **answer.timings,
                           "total_s": round(time.perf_counter() - t0, 3)}
         return answer
