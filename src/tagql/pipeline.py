@@ -111,13 +111,10 @@ def open_knowledge(
 ) -> Retriever | None:
     """The domain-knowledge retriever for a database: ``store`` if given, else the database's default
     store ``<knowledge_dir>/<db name>.kb`` when one exists (else no knowledge)."""
-    path = Path(store).expanduser() if store else Path(settings.knowledge_dir) / f"{db_name}.kb"
-    if store is None and not path.exists():
-        return None
     from tagql.knowledge.retrieval import DEFAULT_METHOD
-    from tagql.knowledge.store import KnowledgeBase
+    from tagql.knowledge.store import retriever_for
 
-    return KnowledgeBase.open(path).retriever(method or DEFAULT_METHOD, k=k or 4)
+    return retriever_for(db_name, store=store, settings=settings, method=method or DEFAULT_METHOD, k=k or 4)
 
 
 def connect(
