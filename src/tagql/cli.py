@@ -13,35 +13,15 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.syntax import Syntax
 from rich.table import Table
 
 from tagql.config import Settings, config_path, load_settings
+from tagql.cli_support import console, err_console, user_errors
 from tagql.errors import TagqlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Answer questions over relational databases.")
-console = Console()
-err_console = Console(stderr=True)
-
-
-def fail(exc: BaseException) -> None:
-    msg = exc.one_line() if isinstance(exc, TagqlError) else f"{exc.__class__.__name__}: {exc}"
-    err_console.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
-
-
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn tagql errors (and Ctrl-C) into a one-line message and exit status 2."""
-    try:
-        yield
-    except TagqlError as exc:
-        fail(exc)
-    except KeyboardInterrupt:
-        err_console.print("interrupted")
-        raise typer.Exit(130) from None
 
 
 def model_progress(quiet: bool = False) -> tuple[Callable[[int, int], None], Callable[[], None]]:

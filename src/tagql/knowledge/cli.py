@@ -13,36 +13,18 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tagql.errors import TagqlError
+from tagql.cli_support import console, err_console, fail, user_errors
 from tagql.knowledge.retrieval import DEFAULT_METHOD, METHODS, UnknownMethod
 from tagql.knowledge.store import STATUSES, KnowledgeBase, KnowledgeStoreError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Domain knowledge: expert statements per database.")
-out = Console()
-err = Console(stderr=True)
-
-
-def _fail(exc: BaseException) -> None:
-    msg = exc.one_line() if isinstance(exc, TagqlError) else f"{exc.__class__.__name__}: {exc}"
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
-
-
-class _errors:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, et, ev, tb) -> bool:  # noqa: ANN001
-        if isinstance(ev, TagqlError):
-            _fail(ev)
-        if isinstance(ev, KeyboardInterrupt):
-            err.print("interrupted")
-            raise typer.Exit(130)
-        return False
+out = console
+err = err_console
+_fail = fail
+_errors = user_errors
 
 
 def load_schema(db: str, db_id: str | None) -> tuple[str, Any]:

@@ -14,19 +14,15 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from tagql.cli_support import err_console, fail
 from tagql.errors import TagqlError
 
 app = typer.Typer(add_completion=False, invoke_without_command=True, no_args_is_help=False,
                   help="Route questions to the database and tables that answer them (DBCopilot).")
-err = Console(stderr=True)
-
-
-def _fail(exc: TagqlError) -> None:
-    err.print(f"[bold red]error:[/] {exc.one_line()}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+err = err_console
+_fail = fail
 
 
 @app.callback()
