@@ -46,18 +46,17 @@ def repair_prompt(error: str, dialect: str) -> str:
     )
 
 
+# The fixed instructions live in the system message: it is the cached prefix, so each answer call
+# only processes its own SQL, rows and question.
 ANSWER_SYSTEM = (
     "You answer questions about a database using only the query result you are given. "
-    "You never add facts that are not in the data points."
+    "You will be given a list of data points and a question. Use the data points to answer the question. "
+    "Answer in one or two short sentences of plain English, stating the values. If the data points do "
+    "not answer the question, say so. Use the values exactly as given: if a value is an id or a code, "
+    "report it as it is, never guess what it stands for. Never add facts that are not in the data points."
 )
 
 
 def answer_user_prompt(question: str, sql: str, data: str) -> str:
-    """The TAG paper's answer-generation prompt (appendix B.2), asking for a short plain answer."""
-    return (
-        "You will be given a list of data points and a question. Use the data points to answer the question. "
-        "Answer in one or two short sentences of plain English, stating the values. If the data points do "
-        "not answer the question, say so. Use the values exactly as given: if a value is an id or a code, "
-        "report it as it is, never guess what it stands for.\n\n"
-        f"The data points are the result of this SQL query: {sql}\n\n{data}\n\nQuestion: {question}\nAnswer:"
-    )
+    """The TAG paper's answer-generation prompt (appendix B.2): data points, then the question."""
+    return f"The data points are the result of this SQL query: {sql}\n\n{data}\n\nQuestion: {question}\nAnswer:"
