@@ -187,22 +187,33 @@ class SemEngine:
             return out
         for start in range(0, len(claims), self.batch_size):
             chunk = claims[start: start + self.batch_size]
-            listed = "\n".join(f"{j + 1}. <statement>{c}</statement>" for j, c in enumerate(chunk))
-            grammar = "root ::= " + ' "\\n" '.join(f'"{j + 1}: " yn' for j in range(len(chunk))) + \
-                '\nyn ::= "yes" | "no"'
-            text = self.call(
-                "filter_batch", instruction, json.dumps(chunk, ensure_ascii=False),
-                [system(sys_text), user(f"{listed}\nFor each numbered statement, answer yes or no, one per line "
-                                        "as 'N: yes' or 'N: no':")],
-                max_tokens=6 * len(chunk) + 4, grammar=grammar,
+            answers = self._numbered_batch(
+                "filter_batch", instruction, sys_text, chunk, tag="statement", rule='"yes" | "no"',
+                value=r"yes|no", what="yes/no", noun="statement",
+                ask="For each numbered statement, answer yes or no, one per line as 'N: yes' or 'N: no':",
             )
-            answers = dict(re.findall(r"(\d+)\s*:\s*(yes|no)", text.lower()))
-            for j, c in enumerate(chunk):
-                if str(j + 1) not in answers:
-                    raise LLMOutputError(f"the LM gave no yes/no for statement {j + 1} of a batch: {text[:80]!r}")
-                out.append(answers[str(j + 1)] == "yes")
+            out.extend(a == "yes" for a in answers)
             self._tick(op, min(start + len(chunk), len(claims)), len(claims))
         return out
+
+    def _numbered_batch(
+        self, kind: str, instruction: str, sys_text: str, chunk: list[str], *, tag: str, rule: str, value: str,
+        what: str, noun: str, ask: str,
+    ) -> list[str]:
+        """One call for several items: numbered ``<tag>`` items in, a grammar-forced ``N: value`` line per
+        item out. Returns the values in item order; a missing line is an error, never a guess."""
+        listed = "\n".join(f"{j + 1}. <{tag}>{c}</{tag}>" for j, c in enumerate(chunk))
+        grammar = "root ::= " + ' "\\n" '.join(f'"{j + 1}: " v' for j in range(len(chunk))) + f"\nv ::= {rule}"
+        text = self.call(
+            kind, instruction, json.dumps(chunk, ensure_ascii=False),
+            [system(sys_text), user(f"{listed}\n{ask}")],
+            max_tokens=6 * len(chunk) + 4, grammar=grammar,
+        )
+        got = {int(n): v for n, v in re.findall(rf"(\d+)\s*:\s*({value})", text.lower())}
+        for j in range(len(chunk)):
+            if j + 1 not in got:
+                raise LLMOutputError(f"the LM gave no {what} for {noun} {j + 1} of a batch: {text[:80]!r}")
+        return [got[j + 1] for j in range(len(chunk))]
 
     def score_many(self, instruction: str, items: list[str]) -> list[int]:
         sys_text = (
@@ -214,20 +225,12 @@ class SemEngine:
         if self.batch_size > 1:
             for start in range(0, len(items), self.batch_size):
                 chunk = items[start: start + self.batch_size]
-                listed = "\n".join(f"{j + 1}. <record>{c}</record>" for j, c in enumerate(chunk))
-                grammar = "root ::= " + ' "\\n" '.join(f'"{j + 1}: " sc' for j in range(len(chunk))) + \
-                    '\nsc ::= [0-9] | "10"'
-                text = self.call(
-                    "score_batch", instruction, json.dumps(chunk, ensure_ascii=False),
-                    [system(sys_text), user(f"{listed}\nScore each numbered record (0-10), one per line as "
-                                            "'N: score':")],
-                    max_tokens=6 * len(chunk) + 4, grammar=grammar,
+                got = self._numbered_batch(
+                    "score_batch", instruction, sys_text, chunk, tag="record", rule='[0-9] | "10"',
+                    value=r"\d+", what="score", noun="record",
+                    ask="Score each numbered record (0-10), one per line as 'N: score':",
                 )
-                got = {int(n): int(v) for n, v in re.findall(r"(\d+)\s*:\s*(\d+)", text)}
-                for j, c in enumerate(chunk):
-                    if j + 1 not in got:
-                        raise LLMOutputError(f"the LM gave no score for record {j + 1} of a batch: {text[:80]!r}")
-                    scores.append(min(10, got[j + 1]))
+                scores.extend(min(10, int(v)) for v in got)
                 self._tick("topk", min(start + len(chunk), len(items)), len(items))
             return scores
         for i, item in enumerate(items):
