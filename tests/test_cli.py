@@ -37,3 +37,8 @@ def test_bad_openai_endpoint_is_one_line(demo_db_path: Path, monkeypatch) -> Non
     monkeypatch.setenv("TAGQL_LLM__BASE_URL", "http://127.0.0.1:9/v1")
     result = runner.invoke(app, ["ask", "How many heroes?", "--db", str(demo_db_path), "--llm", "openai"])
     assert result.exit_code == 2 and "cannot reach the LLM endpoint" in result.output
+
+
+def test_missing_knowledge_store_is_reported_before_loading_a_model(demo_db_path: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["ask", "How many heroes?", "--db", str(demo_db_path), "--store", str(tmp_path / "no.kb")])
+    assert result.exit_code == 2 and "knowledge store" in result.output and "does not exist" in result.output

@@ -41,27 +41,29 @@ def model_progress(quiet: bool = False) -> tuple[Callable[[int, int], None], Cal
     return update, progress.stop
 
 
-def build_session(
-    db: str, llm: str | None, settings: Settings, quiet: bool = False, knowledge: Any = None,
-    descriptions: Path | None = None,
-):
-    from tagql.db import open_database
+def load_llm(settings: Settings, backend: str | None, quiet: bool = False):  # noqa: ANN201
+    """The configured model, with a progress bar while it is assembled and a spinner while it loads."""
     from tagql.llm import make_llm
-    from tagql.pipeline import TagQL
 
-    from tagql.pipeline import open_knowledge
-
-    database = open_database(db, settings=settings.db, descriptions_dir=descriptions)
-    _ = database.schema  # fail early on a bad database, before loading a model
-    if knowledge is None or isinstance(knowledge, (str, Path)):
-        knowledge = open_knowledge(database.name, settings, knowledge)
     update, stop = model_progress(quiet)
     try:
         with err_console.status("loading the language model...", spinner="dots") if not quiet else _null():
-            model = make_llm(settings, backend=llm, progress=update)
+            return make_llm(settings, backend=backend, progress=update)
     finally:
         stop()
-    return TagQL(database, model, settings=settings, knowledge=knowledge)
+
+
+def build_session(  # noqa: ANN201
+    db: str, llm: str | None, settings: Settings, quiet: bool = False, descriptions: Path | None = None,
+    store: Path | None = None, knowledge_method: str | None = None, k: int | None = None,
+):
+    from tagql.db import open_database
+    from tagql.pipeline import TagQL, open_knowledge
+
+    database = open_database(db, settings=settings.db, descriptions_dir=descriptions)
+    _ = database.schema  # fail early on a bad database, before loading a model
+    knowledge = open_knowledge(database.name, settings, store, method=knowledge_method, k=k)
+    return TagQL(database, load_llm(settings, llm, quiet), settings=settings, knowledge=knowledge)
 
 
 @contextmanager
@@ -136,32 +138,23 @@ def ask(
     ] = None,
 ) -> None:
     """Answer QUESTION over a database: SQL, result rows and a plain-language answer."""
-    from tagql.pipeline import open_knowledge
-
     with user_errors():
         settings = load_settings()
         if collection:
             answer = _ask_collection(question, collection, route_method, pick, llm, settings, quiet=as_json)
-            if as_json:
-                sys.stdout.write(json.dumps(answer.to_dict(), default=str) + "\n")
-            else:
-                print_answer(answer)
-            return
-        if not db:
+        elif not db:
             raise TagqlError("say where to ask", "give --db PATH_OR_URL or --collection NAME")
-        knowledge = None
-        if store is not None or knowledge_method is not None or k is not None:
-            from tagql.db import open_database
-
-            name = open_database(db, settings=settings.db).name
-            knowledge = open_knowledge(name, settings, store, method=knowledge_method, k=k)
-        session = build_session(db, llm, settings, quiet=as_json, descriptions=descriptions, knowledge=knowledge)
-        if method:
-            from tagql.tag.methods import answer as answer_with
-
-            answer = answer_with(session, question, method)
         else:
-            answer = session.ask(question)
+            session = build_session(
+                db, llm, settings, quiet=as_json, descriptions=descriptions, store=store,
+                knowledge_method=knowledge_method, k=k,
+            )
+            if method:
+                from tagql.tag.methods import answer as answer_with
+
+                answer = answer_with(session, question, method)
+            else:
+                answer = session.ask(question)
         if as_json:
             sys.stdout.write(json.dumps(answer.to_dict(), default=str) + "\n")
         else:
@@ -171,7 +164,6 @@ def ask(
 def _ask_collection(  # noqa: ANN202
     question: str, name: str, route_method: str, pick: bool, llm: str | None, settings: Settings, quiet: bool
 ):
-    from tagql.llm import make_llm
     from tagql.pipeline import RoutedTagQL
     from tagql.routing.collection import Collection
     from tagql.routing.hitl import choose_candidate, confidence_note
@@ -184,12 +176,7 @@ def _ask_collection(  # noqa: ANN202
             if note:
                 err_console.print(f"[yellow]note:[/] {note}")
             return choose_candidate(cands, lambda p: typer.prompt(p, default="1"), err_console.print)
-    update, stop = model_progress(quiet)
-    try:
-        model = make_llm(settings, backend=llm, progress=update)
-    finally:
-        stop()
-    routed = RoutedTagQL(coll, model, settings=settings, method=route_method, choose=choose)
+    routed = RoutedTagQL(coll, load_llm(settings, llm, quiet), settings=settings, method=route_method, choose=choose)
     answer = routed.ask(question)
     if not quiet and answer.routing:
         best = answer.routing[0]
