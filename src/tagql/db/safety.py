@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import re
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError, TokenError
@@ -101,8 +103,6 @@ def fix_sqlite_double_quoted_strings(tree: exp.Expression, schema: Schema) -> ex
 
 def _explain_unknown_column(text: str, tree: exp.Expression, schema: Schema) -> str:
     """Turn sqlglot's message into one that helps a model repair the query: where the column really is."""
-    import re
-
     m = re.search(r"Column '([^']+)'|Unknown column: (\S+)", text)
     if not m:
         return text

@@ -25,7 +25,7 @@ _FENCE = re.compile(r"```(?:sql|sqlite|postgresql|postgres|mysql)?\s*\n?(.*?)```
 _KEYWORDS = r"SELECT|WITH|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|ATTACH|DETACH|PRAGMA|REPLACE|VACUUM|MERGE"
 _LINE_START = re.compile(rf"^[ \t]*({_KEYWORDS})\b", re.IGNORECASE | re.MULTILINE)
 _INLINE = re.compile(r"\bSELECT\s|\bWITH\s+(RECURSIVE\s+)?\w+\s*(\([^)]*\))?\s+AS\s*\(", re.IGNORECASE)
-_START = re.compile(r"(WITH|SELECT)\b", re.IGNORECASE)
+_STATEMENT = re.compile(rf"({_KEYWORDS})\b", re.IGNORECASE)
 
 
 def extract_sql(text: str) -> str:
@@ -57,7 +57,7 @@ def _first_statement(sql: str) -> str:
         elif ch == ";":
             rest = sql[i + 1:].strip()
             # a second statement stays (the safety check rejects it); trailing prose is cut
-            if _START.match(rest) or re.match(r"(DROP|DELETE|UPDATE|INSERT|ATTACH|PRAGMA|CREATE|ALTER)\b", rest, re.IGNORECASE):
+            if _STATEMENT.match(rest):
                 return sql
             return sql[:i]
     return sql
