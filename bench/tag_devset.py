@@ -88,6 +88,14 @@ def member_states() -> list[str]:
     return sorted({s for _, s in members_by_state()})
 
 
+def more_atoms(a: set[str], a_label: str, b: set[str], b_label: str) -> str:
+    """Which of two element groups has more atoms in the atom table (ties go to ``b``)."""
+    ec = element_counts()
+    count_a = sum(v for e, v in ec.items() if e in a)
+    count_b = sum(v for e, v in ec.items() if e in b)
+    return a_label if count_a > count_b else b_label
+
+
 def element_counts() -> dict[str, int]:
     return dict(q("toxicology", "SELECT element, COUNT(*) FROM atom GROUP BY element"))
 
@@ -179,19 +187,13 @@ def c1():
 @add("toxicology", "Are there more halogen atoms or alkali metal atoms in the atom table? Answer 'halogen' or "
      "'alkali metal'.", "Comparison", "Knowledge")
 def c2():
-    ec = element_counts()
-    hal = sum(v for e, v in ec.items() if e in HALOGENS)
-    alk = sum(v for e, v in ec.items() if e in ALKALI)
-    return ["halogen" if hal > alk else "alkali metal"]
+    return [more_atoms(HALOGENS, "halogen", ALKALI, "alkali metal")]
 
 
 @add("toxicology", "Are there more atoms of transition metals or of metalloids in the atom table? Answer "
      "'transition metals' or 'metalloids'.", "Comparison", "Knowledge")
 def c3():
-    ec = element_counts()
-    tr = sum(v for e, v in ec.items() if e in TRANSITION)
-    me = sum(v for e, v in ec.items() if e in METALLOIDS)
-    return ["transition metals" if tr > me else "metalloids"]
+    return [more_atoms(TRANSITION, "transition metals", METALLOIDS, "metalloids")]
 
 
 @add("superhero", "Which publisher has more superheroes: the creator of Star Wars or the author of Harry Potter? "
