@@ -119,3 +119,12 @@ def test_empty_result_is_said_without_inventing(db_file: Path) -> None:
     answer = tq.ask("Which heroes are taller than a kilometre?")
     assert answer.rows == [] and "no rows" in answer.answer
     assert answer.tokens["calls"] == 1
+
+
+def test_empty_question_is_a_user_error_without_an_llm_call(db_file: Path) -> None:
+    from tagql.errors import TagqlError
+
+    tq = session(db_file, [])
+    with pytest.raises(TagqlError, match="the question is empty"):
+        tq.ask("   ")
+    assert tq.llm.prompts == []

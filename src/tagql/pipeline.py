@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tagql.config import Settings, load_settings
+from tagql.errors import TagqlError
 from tagql.db.connection import Database, open_database
 from tagql.db.schema import Schema
 from tagql.knowledge import Retriever, ScoredStatement
@@ -18,6 +19,14 @@ from tagql.llm import make_llm
 from tagql.llm.base import LLM
 from tagql.tag.answer import generate_answer, json_value, result_values
 from tagql.tag.query import Attempt, QuerySynthesizer
+
+
+def clean_question(question: str) -> str:
+    """The question without surrounding blanks; an empty one is a user error."""
+    question = question.strip()
+    if not question:
+        raise TagqlError("the question is empty", "ask something about the data")
+    return question
 
 
 @dataclass
@@ -67,11 +76,7 @@ class TagQL:
         return self.db.schema
 
     def ask(self, question: str) -> Answer:
-        question = question.strip()
-        if not question:
-            from tagql.errors import TagqlError
-
-            raise TagqlError("the question is empty", "ask something about the data")
+        question = clean_question(question)
         t_start = time.perf_counter()
         before = self.llm.usage.snapshot()
         t0 = time.perf_counter()
@@ -160,8 +165,6 @@ class RoutedTagQL:
         t0 = time.perf_counter()
         candidates = self.router.route(question, self.k)
         if not candidates:
-            from tagql.errors import TagqlError
-
             raise TagqlError(f"no database of collection '{self.collection.name}' matches the question")
         chosen = self.choose(candidates) if self.choose else candidates[0]
         route_s = time.perf_counter() - t0

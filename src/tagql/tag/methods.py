@@ -25,7 +25,7 @@ import numpy as np
 from tagql.db.connection import Database, Result
 from tagql.errors import LLMOutputError, TagqlError
 from tagql.llm.base import system, user
-from tagql.pipeline import Answer, TagQL
+from tagql.pipeline import Answer, TagQL, clean_question
 from tagql.tag import tag_prompts
 from tagql.tag.answer import format_data_points, json_value, result_values
 from tagql.tag.cache import OpCache
@@ -134,11 +134,9 @@ def _points(rows: list[str]) -> str:
 
 def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEngine | None = None) -> TagAnswer:
     """Answer ``question`` with ``method`` (one of :data:`METHODS`)."""
-    question = question.strip()
     if method not in METHODS:
         raise TagqlError(f"unknown method '{method}'", f"use one of: {', '.join(METHODS)}")
-    if not question:
-        raise TagqlError("the question is empty", "ask something about the data")
+    question = clean_question(question)
     engine = engine or make_engine(session)
     llm = session.llm
     before = llm.usage.snapshot()
