@@ -3,16 +3,19 @@
 For each of the 11 BIRD dev databases the repository is the union of the DBA-screened structured
 statements (``generic_evidence``) of ``Templatized_Domain_Statement/<db>_set1.json``; every question
 with >= 1 gold statement (711) retrieves top-K, K = its number of gold statements; F1 against the
-gold set; macro over questions. All methods run side by side; also retrieval latency (p50/p95) on
-the largest repository and on a synthetic 20,000-statement one.
+gold set; macro over questions. All methods run side by side; also retrieval latency per question
+(p50/p95, in a loop, models warm) on the largest repository (thrombosis_prediction, 188 statements)
+and on a synthetic 20,000-statement one, and one summary table of both.
 
     nice -n 10 python bench/knowledge_evidence_f1.py [--data ../shared/data] [--methods ...] [--no-latency]
+        [--cache /tmp/emb.pkl]   # memoise MiniLM embeddings across runs (F1 part only)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -28,7 +31,7 @@ from tagql.knowledge.retrieval import Corpus, IndexRetriever, make_method
 DBS = ["california_schools", "card_games", "codebase_community", "debit_card_specializing",
        "european_football_2", "financial", "formula_1", "student_club", "superhero",
        "thrombosis_prediction", "toxicology"]
-METHODS = ["none", "all", "bm25", "dense", "sbr", "hybrid", "hybrid-fast"]
+METHODS = ["none", "all", "bm25", "dense", "sbr", "hybrid", "hybrid-fast", "hybrid-static"]
 
 
 class CachingEmbedder:
@@ -113,51 +116,69 @@ def evidence_f1(data: Path, methods: list[str], embedder, dbs: list[str] = DBS) 
     return {"macro_f1": macro, "per_db": per_db, "questions": len(allq[methods[0]])}
 
 
-def latency(data: Path, methods: list[str], n_questions: int, synthetic: int) -> dict:
-    emb = default_embedder()  # no cache: what a user sees
-    items = [it for it in load_set1(data, "thrombosis_prediction") if it.gold]
-    repo = list(dict.fromkeys(s for it in items for s in it.gold))
-    questions = [it.question for it in items][:n_questions]
-    out: dict[str, dict] = {}
-    corpus = build_corpus(repo, emb)
-    # synthetic large repository: the 11 real repositories' statements, recombined with random
-    # words from all questions so texts are distinct and realistic in length
-    rng = random.Random(0)
+def synthetic_repository(data: Path, size: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """(texts, sqls) of a synthetic large repository: the 11 real repositories' statements,
+    recombined with 0-3 random words from all questions so texts are distinct and realistic."""
+    rng = random.Random(seed)
     allst = []
     for db in DBS:
         allst += [s for it in load_set1(data, db) for s in it.gold]
     vocab = [w for db in DBS for it in load_set1(data, db) for w in it.question.split()]
     big_parts = [structured_or_raw(s) for s in allst]
     texts, sqls = [], []
-    while len(texts) < synthetic:
+    while len(texts) < size:
         p = rng.choice(big_parts)
         extra = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 3)))
         texts.append(f"{p.text} {extra}".strip())
         sqls.append(p.sql)
+    return texts, sqls
+
+
+def latency(data: Path, methods: list[str], n_questions: int, synthetic: int) -> dict:
+    """p50/p95 of ``retrieve(question, k=4)`` per question, in a loop, models warm (one untimed
+    call first, which also builds any per-corpus index such as the static statement vectors)."""
+    emb = default_embedder()  # no cache: what a user sees
+    items = [it for it in load_set1(data, "thrombosis_prediction") if it.gold]
+    repo = list(dict.fromkeys(s for it in items for s in it.gold))
+    questions = [it.question for it in items][:n_questions]
+    out: dict[str, dict] = {}
+    corpus = build_corpus(repo, emb)
+    texts, sqls = synthetic_repository(data, synthetic)
     t0 = time.perf_counter()
     big_emb = emb.embed([canonicalise(t) for t in texts], batch_size=256)
-    build_s = time.perf_counter() - t0
+    out["synthetic_embed_build_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     big = Corpus(texts=texts, sqls=sqls, embeddings=big_emb)
+    out["synthetic_corpus_build_s"] = time.perf_counter() - t0
     for label, c in (("repo_188", corpus), (f"repo_{synthetic}", big)):
         out[label] = {"statements": len(c)}
         for spec in methods:
             _, name, params = parse_method(spec)
             ret = IndexRetriever(c, make_method(name, **params), embedder=emb)
-            ret.retrieve(questions[0], k=4)  # warm-up
+            t = time.perf_counter()
+            ret.retrieve(questions[0], k=4)  # warm-up (and per-corpus index build)
+            first_ms = (time.perf_counter() - t) * 1000
             ts = []
             for q in questions:
                 t = time.perf_counter()
                 ret.retrieve(q, k=4)
                 ts.append((time.perf_counter() - t) * 1000)
-            out[label][spec] = {"p50_ms": float(np.percentile(ts, 50)), "p95_ms": float(np.percentile(ts, 95))}
-    out["synthetic_embed_build_s"] = build_s
+            out[label][spec] = {"p50_ms": float(np.percentile(ts, 50)), "p95_ms": float(np.percentile(ts, 95)),
+                                "first_call_ms": first_ms}
     return out
+
+
+def load() -> str:
+    la = os.getloadavg()
+    return f"{la[0]:.2f} {la[1]:.2f} {la[2]:.2f}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "data")
     ap.add_argument("--methods", nargs="+", default=METHODS)
+    ap.add_argument("--latency-methods", nargs="+", default=None,
+                    help="methods timed (default: all of --methods except none/all)")
     ap.add_argument("--dbs", nargs="+", default=DBS)
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--latency-questions", type=int, default=60)
@@ -166,22 +187,32 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "knowledge_evidence_f1.json")
     a = ap.parse_args()
     t0 = time.time()
+    res: dict = {"load_avg_start": load(), "cores": os.cpu_count()}
     cache = CachingEmbedder(default_embedder(), a.cache)
-    res = evidence_f1(a.data, a.methods, cache, a.dbs)
+    res.update(evidence_f1(a.data, a.methods, cache, a.dbs))
     cache.save()
     print(f"evidence F1 (macro over {res['questions']} questions), embedder all-MiniLM-L6-v2")
-    hdr = f"{'database':26s} {'#q':>4s} {'#st':>4s} " + " ".join(f"{m[:12]:>12s}" for m in a.methods)
+    hdr = f"{'database':26s} {'#q':>4s} {'#st':>4s} " + " ".join(f"{m[:13]:>13s}" for m in a.methods)
     print(hdr)
     for db, r in res["per_db"].items():
-        print(f"{db:26s} {r['questions']:4d} {r['statements']:4d} " + " ".join(f"{r[m]:12.3f}" for m in a.methods))
-    print(f"{'MACRO':26s} {res['questions']:4d} {'':4s} " + " ".join(f"{res['macro_f1'][m]:12.3f}" for m in a.methods))
+        print(f"{db:26s} {r['questions']:4d} {r['statements']:4d} " + " ".join(f"{r[m]:13.3f}" for m in a.methods))
+    print(f"{'MACRO':26s} {res['questions']:4d} {'':4s} " + " ".join(f"{res['macro_f1'][m]:13.3f}" for m in a.methods))
+    res["min_db_f1"] = {m: min(r[m] for r in res["per_db"].values()) for m in a.methods}
+    timed = a.latency_methods or [m for m in a.methods if m.split(":")[0] not in ("none", "all")]
     if not a.no_latency:
-        lat = latency(a.data, a.methods, a.latency_questions, a.synthetic)
+        lat = latency(a.data, timed, a.latency_questions, a.synthetic)
         res["latency"] = lat
-        print(f"\nretrieval latency per question (ms, p50/p95, {a.latency_questions} questions, k=4)")
-        for label in [k for k in lat if k.startswith("repo_")]:
-            print(f"{label:14s} " + " ".join(f"{m[:12]:>12s}" for m in a.methods))
-            print(f"{'':14s} " + " ".join(f"{lat[label][m]['p50_ms']:5.1f}/{lat[label][m]['p95_ms']:<6.1f}" for m in a.methods))
+    res["load_avg_end"] = load()
+    big = f"repo_{a.synthetic}"
+    print(f"\nsummary: F1 and retrieval latency per question (ms, p50 / p95 over {a.latency_questions} questions,"
+          f" k=4, models warm; load average {res['load_avg_start']} -> {res['load_avg_end']} on {os.cpu_count()} cores)")
+    print(f"{'method':16s} {'macro F1':>8s} {'min DB':>7s} {'188 st. p50/p95':>17s} {big + ' p50/p95':>19s}")
+    for m in a.methods:
+        row = f"{m:16s} {res['macro_f1'][m]:8.3f} {res['min_db_f1'][m]:7.3f}"
+        if "latency" in res and m in res["latency"]["repo_188"]:
+            r1, r2 = res["latency"]["repo_188"][m], res["latency"][big][m]
+            row += f" {r1['p50_ms']:8.1f} /{r1['p95_ms']:7.1f} {r2['p50_ms']:9.1f} /{r2['p95_ms']:7.1f}"
+        print(row)
     res["seconds"] = time.time() - t0
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(res, indent=2))

@@ -37,7 +37,7 @@ def test_best_window_equation_masks_lengths():
     assert s[0] == pytest.approx(0.0) and s[1] == pytest.approx(1.0) and s[2] == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("method", ["bm25", "dense", "sbr", "hybrid"])
+@pytest.mark.parametrize("method", ["bm25", "dense", "sbr", "hybrid", "hybrid-static"])
 def test_methods_find_the_relevant_statements(corpus, embedder, method):
     r = IndexRetriever(corpus, method, embedder=embedder)
     assert isinstance(r, Retriever)
@@ -55,7 +55,7 @@ def test_none_all_and_errors(corpus, embedder):
 
 def test_empty_repository_and_huge_question(embedder):
     empty = Corpus([], [], np.zeros((0, embedder.dim), dtype=np.float32))
-    for m in ("bm25", "dense", "sbr", "hybrid"):
+    for m in ("bm25", "dense", "sbr", "hybrid", "hybrid-static"):
         assert IndexRetriever(empty, m, embedder=embedder).retrieve("what is carcinogenic?", k=3) == []
 
 
@@ -106,3 +106,35 @@ def test_pooled_windows_match_length_range(embedder):
     emb, lens = pooled_windows(embedder, "how many single bonded molecules are there", 2, 3)
     assert emb.shape == (6 + 5, embedder.dim) and set(lens.tolist()) == {2, 3}
     assert np.allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-4)
+
+
+def test_vectorised_bm25_matches_the_okapi_formula(corpus):
+    import math
+    from collections import Counter
+
+    from tagql.knowledge.canon import tokens
+
+    q = "How many molecules with a triple bond are non-carcinogenic molecules?"
+    toks = [tokens(t) for t in corpus.texts]
+    n, avgdl = len(toks), sum(map(len, toks)) / len(toks)
+    ref = []
+    for d in toks:
+        s, tf = 0.0, Counter(d)
+        for w in tokens(q):  # every occurrence of a question token counts
+            if tf[w]:
+                df = sum(1 for x in toks if w in x)
+                idf = math.log((n - df + 0.5) / (df + 0.5) + 1.0)
+                s += idf * tf[w] * 2.5 / (tf[w] + 1.5 * (0.25 + 0.75 * len(d) / avgdl))
+        ref.append(s)
+    assert np.allclose(corpus.bm25(q), ref, atol=1e-5)
+
+
+def test_partial_ranking_equals_full_sort_with_ties():
+    texts = [f"statement {i}" for i in range(300)]
+    c = Corpus(texts, [""] * 300, np.zeros((300, 1), dtype=np.float32))
+    r = IndexRetriever(c, "bm25")
+    for q in ("statement", "statement 7", "nothing matches"):  # many exact ties in each
+        full = r.ranked(q)
+        part = r.ranked(q, top=5)
+        assert part[:5] == full[:5] and len(part) >= 5
+        assert [s.text for s in r.retrieve(q, k=5)] == [c.texts[i] for i, _ in full[:5]]

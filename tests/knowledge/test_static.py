@@ -1,0 +1,164 @@
+"""The static token-embedding model distilled from MiniLM and the ``hybrid-static`` retrieval method.
+
+Real model files and real distilled vectors (no mocks of the embeddings). The full distillation runs
+once per machine (cached under the tagql cache dir, ~45 s on 2 busy cores); everything else here is
+fast."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from tagql.knowledge.retrieval import Corpus, IndexRetriever, StaticHybridMethod, make_method
+from tagql.knowledge.statements import parse_structured
+
+from .conftest import TOX
+
+HEROES = [
+    "'tallest superhero' refers to MAX(superhero.height_cm)",
+    "'female' refers to gender.gender = 'Female'",
+    "'heaviest' refers to MAX(superhero.weight_kg)",
+    "'published by Marvel Comics' refers to publisher.publisher_name = 'Marvel Comics'",
+]
+
+
+@pytest.fixture(scope="session")
+def static_model():
+    from tagql.knowledge.static import load_static
+
+    return load_static()
+
+
+def corpus_of(statements: list[str]) -> Corpus:
+    parts = [parse_structured(s) for s in statements]
+    # hybrid-static needs no MiniLM statement embeddings: a placeholder matrix is enough
+    return Corpus([p.text for p in parts], [p.sql for p in parts], np.zeros((len(parts), 1), dtype=np.float32))
+
+
+def test_static_vector_of_a_token_is_minilm_on_that_token_alone(static_model, embedder):
+    """The distilled vector of a one-token word is MiniLM's own embedding of that word (before the
+    SIF weight and centering, which only scale and shift it), and distillation is deterministic."""
+    from tagql.knowledge.static import distill, minilm_dir
+
+    tid = static_model._tok.encode("sodium", add_special_tokens=False).ids
+    assert len(tid) == 1
+    a, w = distill(minilm_dir(), token_ids=tid, progress=False)
+    b, _ = distill(minilm_dir(), token_ids=tid, progress=False)
+    assert np.array_equal(a, b)
+    v = a[tid[0]] / w[tid[0]]
+    ref = embedder.embed(["sodium"])[0]
+    assert float(v @ ref / np.linalg.norm(v)) > 0.999
+
+
+def test_windows_are_prefix_sum_means(static_model):
+    ws = "how many single bonded molecules are there".split()
+    emb, lens = static_model.window_embeddings(ws, 2, 3)
+    assert emb.shape == (6 + 5, static_model.dim) and lens.tolist() == [2] * 6 + [3] * 5
+    # window "single bonded" (start 2, length 2) equals the embedding of those words alone
+    direct = static_model.embed_words([["single", "bonded"]])[0]
+    assert np.allclose(emb[2], direct, atol=1e-5)
+    assert np.allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-4)
+    # a question shorter than every window length is used whole; no words, no windows
+    emb, lens = static_model.window_embeddings(["carcinogenic"], 3, 5)
+    assert lens.tolist() == [1]
+    assert static_model.window_embeddings([], 1, 3)[0].shape == (0, static_model.dim)
+
+
+@pytest.mark.parametrize(("question", "first"), [
+    ("In the molecule containing sodium atoms, how many are non-carcinogenic?", {"sodium atoms", "non-carcinogenic"}),
+    ("How many molecules have a triple bond?", {"triple bond"}),
+])
+def test_hybrid_static_finds_the_relevant_statements(static_model, question, first):
+    r = IndexRetriever(corpus_of(TOX), StaticHybridMethod(model=static_model))
+    got = r.retrieve(question, k=len(first))
+    assert {g.text for g in got} == first
+    assert all(a.score >= b.score for a, b in zip(got, got[1:]))
+
+
+@pytest.mark.parametrize(("question", "first"), [
+    ("How many women heroes are there?", "female"),  # no word in common: the embedding decides
+    ("who weighs the most", "heaviest"),
+    ("Which hero is the tallest one?", "tallest superhero"),
+    ("Which heroes did Marvel Comics publish?", "published by Marvel Comics"),
+])
+def test_hybrid_static_ranks_the_right_statement_first(static_model, question, first):
+    r = IndexRetriever(corpus_of(HEROES + TOX), StaticHybridMethod(model=static_model))
+    assert r.retrieve(question, k=1)[0].text == first
+
+
+def test_hybrid_static_is_selectable_by_name_and_needs_no_transformer():
+    m = make_method("hybrid-static")
+    assert m.name == "hybrid-static" and not m.needs_embedder
+    r = IndexRetriever(corpus_of(TOX), "hybrid-static")  # no embedder given, none loaded
+    assert r.embedder is None
+    assert r.retrieve("non-carcinogenic molecules", k=1)[0].text == "non-carcinogenic"
+
+
+def test_large_corpus_uses_first_stage_and_finds_the_statement(static_model):
+    """Above ``candidates`` statements a BM25 + whole-question first stage caps the work; the right
+    statement still comes first among 2,000 distractors."""
+    rng = np.random.default_rng(0)
+    filler = ["goal", "season", "player", "team", "match", "league", "country", "stage", "height", "rating"]
+    texts = [" ".join(rng.choice(filler, size=3)) + f" {i}" for i in range(2000)]
+    c = Corpus(texts + ["sodium atoms"], [f"x = {i}" for i in range(2000)] + ["atom.element = 'na'"],
+               np.zeros((2001, 1), dtype=np.float32))
+    m = StaticHybridMethod(model=static_model, candidates=64)
+    cand, _ = m.score(c, "How many sodium atoms are there?", None)
+    assert len(cand) == 64
+    assert IndexRetriever(c, m).retrieve("How many sodium atoms are there?", k=1)[0].text == "sodium atoms"
+
+
+def test_bad_input_empty_repository_blank_and_huge_question(static_model):
+    empty = Corpus([], [], np.zeros((0, 1), dtype=np.float32))
+    r = IndexRetriever(empty, StaticHybridMethod(model=static_model))
+    assert r.retrieve("what is carcinogenic?", k=3) == []
+    full = IndexRetriever(corpus_of(TOX), StaticHybridMethod(model=static_model))
+    assert len(full.retrieve("", k=2)) == 2 and len(full.retrieve("?!", k=2)) == 2  # no words: no crash
+    # a 10,000-word question: windows over its first 64 words only (bounded work), BM25 over all
+    # of it; the answer is a normal ranked list
+    q = " ".join(["molecules"] * 9_990 + ["with", "a", "triple", "bond", "?"])
+    t = time.perf_counter()
+    got = full.retrieve(q, k=2)
+    assert len(got) == 2 and {g.text for g in got} <= {p.split("'")[1] for p in TOX}
+    assert time.perf_counter() - t < 5.0  # ~10 ms idle; generous for a loaded CI machine
+    windows, _ = static_model.window_embeddings(q.split()[:64], 1, 12)
+    assert len(windows) < 1_000
+
+
+def test_distillation_cache_is_reused(static_model, monkeypatch):
+    from tagql.knowledge import static
+
+    assert static_model.path is not None and static_model.path.exists()
+    assert static.load_static() is static_model  # same process: the loaded model
+    monkeypatch.setattr(static, "_MODEL", None)  # a new process: must read the file, not distill
+
+    def no_distill(*a, **k):
+        raise AssertionError("distilled again although the cache file exists")
+
+    monkeypatch.setattr(static, "distill", no_distill)
+    again = static.load_static()
+    assert again.path == static_model.path
+    assert np.array_equal(again.vectors, static_model.vectors)
+
+
+def test_damaged_cache_file_is_rebuilt(static_model, tmp_path, monkeypatch):
+    """A truncated/garbage cache file is never used: it is distilled again and replaced. (Here the
+    distillation is a stub returning the real vectors, to keep the test fast.)"""
+    from tagql.knowledge import static
+
+    raw = np.load(static_model.path)
+    calls = []
+
+    def fake_distill(model_dir, progress=True, **kw):
+        calls.append(1)
+        return raw, np.ones(len(raw), dtype=np.float32)
+
+    monkeypatch.setattr(static, "distill", fake_distill)
+    first = static.load_static(tmp_path)
+    assert calls == [1] and first.path.parent == tmp_path
+    assert static.load_static(tmp_path).path == first.path and calls == [1]  # reused
+    first.path.write_bytes(b"not a numpy file")
+    rebuilt = static.load_static(tmp_path)
+    assert calls == [1, 1] and np.array_equal(rebuilt.vectors, first.vectors)
