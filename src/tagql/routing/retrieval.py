@@ -51,3 +51,12 @@ class BM25:
             if p is not None:
                 out[p[0]] += p[1]
         return out
+
+    def scores_weighted(self, weights: dict[str, float]) -> np.ndarray:
+        """BM25 of a weighted bag of (stemmed) query terms, e.g. :meth:`SoftLexicon.weights`."""
+        out = np.zeros(self.n, dtype=np.float32)
+        for w, x in weights.items():
+            p = self.postings.get(w)
+            if p is not None:
+                out[p[0]] += x * p[1]
+        return out

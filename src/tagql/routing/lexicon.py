@@ -1,0 +1,108 @@
+"""Soft lexical matching: question words -> the collection's schema words (synonym robustness).
+
+Spider-Syn replaces schema words with synonyms ("singer" -> "vocalist", "car" -> "automobile"), so
+exact-word evidence (BM25, coverage) goes silent. :class:`SoftLexicon` maps each content word of a
+question to schema words of the collection by cosine similarity of their sentence-embedding vectors
+(the same MiniLM model; one word is a very short sentence). The result is a *weighted* bag of schema
+stems -- exact words weigh 1, a soft match weighs its similarity -- fed to BM25 and coverage.
+
+Only schema text is indexed (table and column names); no evaluation question is ever seen. A word
+vector cache keeps repeated question words free.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from tagql.routing.text import STOP_WORDS, human, stem, tokens
+
+_ALPHA = re.compile(r"[a-z]+")
+# question words that are never about a schema element (the question's own syntax)
+_GENERIC = frozenset("""
+    many much total average avg mean sum count maximum minimum max min highest lowest largest smallest
+    biggest greatest least most top order ordered descending ascending sorted sort different distinct
+    unique each every find tell display names name ids id also like just both whose having ones
+    older younger oldest youngest larger smaller bigger higher lower longer shorter less greater
+    equal times time year years value values number numbers record records information info details
+    called named known include includes including contain contains containing associated related
+""".split())
+
+
+def content_words(text: str) -> list[str]:
+    """Unstemmed content words: lower case, alphabetic, >= 3 letters, no stop or question words."""
+    out = []
+    for w in _ALPHA.findall(human(text)):
+        if len(w) >= 3 and w not in STOP_WORDS and w not in _GENERIC:
+            out.append(w)
+    return list(dict.fromkeys(out))
+
+
+def schema_words(names: Iterable[str]) -> list[str]:
+    """Distinct unstemmed words of schema names (``singer_in_concert`` -> singer, concert)."""
+    return content_words(" ".join(names))
+
+
+class SoftLexicon:
+    """Question words -> weighted schema stems (exact = 1.0, embedding neighbour = its similarity)."""
+
+    def __init__(self, words: list[str], vecs: np.ndarray, embed: Callable[[list[str]], np.ndarray], *,
+                 threshold: float = 0.55, top: int = 3, expand_known: bool = False, cache_size: int = 50_000) -> None:
+        self.words = words
+        self.stems = [stem(w) for w in words]
+        self.known = set(self.stems)
+        self.vecs = vecs.astype(np.float32) if len(words) else np.zeros((0, 384), np.float32)
+        self.embed = embed
+        self.threshold = threshold
+        self.top = top
+        self.expand_known = expand_known
+        self.cache: dict[str, list[tuple[str, float]]] = {}
+        self.cache_size = cache_size
+
+    def to_match(self, question: str) -> list[str]:
+        """The question's words that need an embedding lookup (not cached)."""
+        return [w for w in self._candidates(question) if w not in self.cache]
+
+    def _candidates(self, question: str) -> list[str]:
+        ws = content_words(question)
+        return ws if self.expand_known else [w for w in ws if stem(w) not in self.known]
+
+    def learn(self, words: list[str], vecs: np.ndarray) -> None:
+        """Cache the schema neighbours of ``words`` given their vectors."""
+        if not len(words):
+            return
+        if len(self.cache) > self.cache_size:
+            self.cache.clear()
+        if not len(self.words):
+            self.cache.update({w: [] for w in words})
+            return
+        sims = vecs @ self.vecs.T
+        k = min(self.top * 3, sims.shape[1])
+        top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        for i, w in enumerate(words):
+            best: dict[str, float] = {}
+            for j in sorted(top[i], key=lambda j: -sims[i, j]):
+                s = float(sims[i, j])
+                if s < self.threshold or len(best) >= self.top:
+                    break
+                st = self.stems[j]
+                if st not in best and st != stem(w):
+                    best[st] = s
+            self.cache[w] = list(best.items())
+
+    def weights(self, question: str) -> dict[str, float]:
+        """Stem -> weight: the question's own stems (1.0) plus soft matches of its unknown words."""
+        out = {t: 1.0 for t in tokens(question)}
+        for w in self._candidates(question):
+            for st, s in self.cache.get(w, ()):
+                if out.get(st, 0.0) < s:
+                    out[st] = s
+        return out
+
+    @classmethod
+    def build(cls, words: list[str], embed: Callable[[list[str]], np.ndarray], **kw: Any) -> SoftLexicon:
+        vecs = embed(words) if words else np.zeros((0, 384), np.float32)
+        return cls(words, vecs, embed, **kw)
