@@ -140,3 +140,14 @@ def test_retriever_for_database(tmp_path, kb):
     assert {s.text for s in r.retrieve(Q)} == {"sodium atoms", "non-carcinogenic"}
     with pytest.raises(KnowledgeStoreError):
         retriever_for("x", store=tmp_path / "missing.kb")
+
+
+def test_hybrid_static_store_retriever_is_incremental(kb):
+    ids = kb.add_structured(TOX, status="approved")
+    r = kb.retriever("hybrid-static")
+    assert {s.text for s in r.retrieve(Q, 2)} == {"sodium atoms", "non-carcinogenic"}
+    assert r.prepared == len(TOX)
+    kb.edit(ids[2], text="atoms of sodium", sql="atom.element = 'na'")
+    got = r.retrieve(Q, 2)
+    assert r.prepared == len(TOX) + 1  # only the edited text was embedded again
+    assert "atoms of sodium" in {s.text for s in got}

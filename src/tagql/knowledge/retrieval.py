@@ -268,6 +268,11 @@ class Method:
         """Optional final re-ordering of the ranked list for a top-k cut (identity by default)."""
         return ranked
 
+    def prepare(self, corpus: Corpus, memo: dict) -> int:
+        """Optional per-corpus index built ahead of the first question, reusing ``memo`` (kept by
+        the caller across corpus rebuilds, e.g. a live store). Returns how many items were computed."""
+        return 0
+
 
 class NoneMethod(Method):
     def __init__(self) -> None:
@@ -391,6 +396,21 @@ class StaticHybridMethod(HybridMethod):
 
             self._model = load_static()
         return self._model
+
+    def prepare(self, corpus: Corpus, memo: dict) -> int:
+        """Static embeddings of the corpus texts, computing only texts not in ``memo`` (text -> vector);
+        ``memo`` is pruned to the corpus's texts."""
+        model = self.model
+        todo = [t for t in dict.fromkeys(corpus.texts) if t not in memo]
+        if todo:
+            memo.update(zip(todo, model.embed_words([words(t) for t in todo])))
+        live = set(corpus.texts)
+        for t in [t for t in memo if t not in live]:
+            del memo[t]
+        emb = (np.stack([memo[t] for t in corpus.texts]) if len(corpus)
+               else np.zeros((0, model.dim), dtype=np.float32))
+        corpus._static = (model, emb)
+        return len(todo)
 
     def score(self, corpus, question, embedder):  # noqa: ANN001, ANN201
         if not len(corpus):

@@ -386,6 +386,8 @@ class StoreRetriever:
         self._rows: dict[int, tuple[str, str, np.ndarray]] = {}
         self._inner: IndexRetriever | None = None
         self.reindexed_rows = 0  # rows (re)loaded so far: lets tests check the index is incremental
+        self._memo: dict = {}  # the method's per-statement index (e.g. static vectors), kept across refreshes
+        self.prepared = 0  # items the method computed for its index so far (incremental too)
 
     def refresh(self) -> None:
         rev, rows, gone = self.kb.changes_since(self._rev)
@@ -410,6 +412,7 @@ class StoreRetriever:
         dim = self.kb.embedder.dim if self.method.needs_embedder else 1
         emb = np.stack([self._rows[i][2] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
         corpus = Corpus([self._rows[i][0] for i in ids], [self._rows[i][1] for i in ids], emb, ids=ids)
+        self.prepared += self.method.prepare(corpus, self._memo)
         embedder = self.kb.embedder if self.method.needs_embedder else None
         self._inner = IndexRetriever(corpus, self.method, embedder=embedder, default_k=self.k, auto_k=self.auto_k)
         self._rev = rev
