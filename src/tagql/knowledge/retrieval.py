@@ -44,7 +44,7 @@ from tagql.errors import TagqlError
 from tagql.knowledge import ScoredStatement
 from tagql.knowledge.canon import canonicalise, tokens, words
 
-METHODS = ("none", "all", "bm25", "dense", "sbr", "hybrid", "hybrid-fast", "hybrid-static")
+METHODS = ("none", "all", "bm25", "dense", "sbr", "hybrid", "hybrid-fast", "hybrid-static", "sbr-mpnet")
 DEFAULT_METHOD = "hybrid"
 MAX_QUESTION_WORDS = 64  # longer questions: windows over the first 64 words only (bounded latency); BM25 sees all
 
@@ -324,6 +324,36 @@ class SbRMethod(Method):
         return idx, best_window_scores(emb, lens, corpus.embeddings, corpus.lengths, self.n)
 
 
+class SbRModelMethod(SbRMethod):
+    """The paper's SbR with the paper's own embedder (``sbr-mpnet``: all-mpnet-base-v2), a baseline.
+    Statements are embedded by that model once per corpus; the caller's embedder is not used."""
+
+    def __init__(self, n: int = 2, model: str = "mpnet") -> None:
+        super().__init__(n=n)
+        self.name, self.needs_embedder, self._emb = f"sbr-{model}", False, None
+
+    def embedder(self) -> Embedder:
+        if self._emb is None:
+            from tagql.knowledge.mpnet import mpnet_embedder
+
+            self._emb = mpnet_embedder()
+        return self._emb
+
+    def score(self, corpus, question, embedder):  # noqa: ANN001, ANN201
+        emb = self.embedder()
+        cached = getattr(corpus, "_sbr_model", None)
+        if cached is None or cached[0] is not emb:
+            cached = (emb, emb.embed([canonicalise(t) for t in corpus.texts]) if len(corpus)
+                      else np.zeros((0, emb.dim), dtype=np.float32))
+            corpus._sbr_model = cached  # type: ignore[attr-defined]
+        idx = np.arange(len(corpus))
+        if not len(corpus):
+            return idx, np.zeros(0, dtype=np.float32)
+        lo, hi = int(corpus.lengths.min()) - self.n, int(corpus.lengths.max()) + self.n
+        texts, lens = question_windows(question, lo, hi)
+        return idx, best_window_scores(emb.embed(texts), lens, cached[1], corpus.lengths, self.n)
+
+
 class HybridMethod(Method):
     """Ours: SbR windows + normalised BM25 + value-aware literal bonus, with a first stage.
 
@@ -467,7 +497,8 @@ def diversify(corpus: Corpus, ranked: list[tuple[int, float]], k: int, weight: f
 
 def make_method(name: str, **params: float) -> Method:
     factories = {"none": NoneMethod, "all": AllMethod, "bm25": BM25Method, "dense": DenseMethod,
-                 "sbr": SbRMethod, "hybrid": HybridMethod, "hybrid-static": StaticHybridMethod}
+                 "sbr": SbRMethod, "hybrid": HybridMethod, "hybrid-static": StaticHybridMethod,
+                 "sbr-mpnet": SbRModelMethod}
     if name == "hybrid-fast":  # one transformer pass: windows pooled from contextual token vectors
         return HybridMethod(**({"pooled": 1} | params))  # type: ignore[arg-type]
     if name not in factories:
