@@ -1,0 +1,118 @@
+"""How much of ``hybrid-static``'s evidence F1 comes from choices made on the benchmark itself.
+
+Runs, on the same protocol as ``knowledge_evidence_f1.py`` (711 questions, K = #gold):
+1. a small grid (w_bm25 x w_text x n) and leave-one-database-out selection over it: for each held-out
+   database the setting best on the other ten is scored on it (the cross-validated macro F1);
+2. the centering ablation at the default setting (static vectors as distilled vs mean-centred);
+3. F1 with duplicate statements collapsed (repository entries that parse to the same text and SQL
+   snippet count as one statement), next to the protocol's own scoring.
+
+No transformer runs per question, so the whole script takes a few minutes.
+
+    nice -n 10 python bench/knowledge_static_tune.py [--data ../shared/data]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tagql.knowledge.importer import load_set1, structured_or_raw
+from tagql.knowledge.retrieval import Corpus, IndexRetriever, StaticHybridMethod
+from tagql.knowledge.static import StaticModel, load_static, minilm_dir
+
+sys.path.insert(0, str(Path(__file__).parent))
+from knowledge_evidence_f1 import DBS, f1  # noqa: E402
+
+GRID = {"w_bm25": [0.2, 0.3, 0.5], "w_text": [0.0, 0.1, 0.2], "n": [1, 2]}
+
+
+def key(s: str) -> str:
+    p = structured_or_raw(s)
+    return f"'{p.text}' refers to {p.sql}"
+
+
+def setups(data: Path) -> list[tuple[str, list, Corpus, dict]]:
+    out = []
+    for db in DBS:
+        items = [it for it in load_set1(data, db) if it.gold]
+        repo = list(dict.fromkeys(s for it in items for s in it.gold))
+        parts = [structured_or_raw(s) for s in repo]
+        c = Corpus([p.text for p in parts], [p.sql for p in parts], np.zeros((len(parts), 1), dtype=np.float32))
+        ident = {f"'{t}' refers to {s}": r for t, s, r in zip(c.texts, c.sqls, repo)}  # the bench's mapping
+        out.append((db, items, c, ident))
+    return out
+
+
+def run(sets, method_factory, dedup: bool = False) -> dict[str, list[float]]:  # noqa: ANN001
+    per = {}
+    for db, items, c, ident in sets:
+        ret = IndexRetriever(c, method_factory())
+        scores = []
+        for it in items:
+            got = [f"'{g.text}' refers to {g.sql}" for g in ret.retrieve(it.question, k=len(it.gold))]
+            if dedup:
+                scores.append(f1(got, {key(g) for g in it.gold}))
+            else:
+                scores.append(f1([ident[g] for g in got], set(it.gold)))
+        per[db] = scores
+    return per
+
+
+def summary(per: dict[str, list[float]]) -> tuple[float, float, dict[str, float]]:
+    dbm = {d: float(np.mean(v)) for d, v in per.items()}
+    return float(np.mean([x for v in per.values() for x in v])), min(dbm.values()), dbm
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "data")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "knowledge_static_tune.json")
+    a = ap.parse_args()
+    t0 = time.time()
+    model = load_static()
+    sets = setups(a.data)
+    res: dict = {"grid": {}}
+    print("1. grid (macro F1, worst database)")
+    for vals in itertools.product(*GRID.values()):
+        p = dict(zip(GRID, vals))
+        per = run(sets, lambda p=p: StaticHybridMethod(model=model, **p))
+        m, lo, dbm = summary(per)
+        res["grid"][json.dumps(p)] = {"macro": m, "min_db": lo, "per_db": dbm, "_q": per}
+        print(f"   {m:.4f}  {lo:.3f}  {p}", flush=True)
+    cv, chosen = [], {}
+    for held in DBS:
+        best = max(res["grid"], key=lambda k: np.mean([x for d in DBS if d != held for x in res["grid"][k]["_q"][d]]))
+        chosen[held] = best
+        cv += res["grid"][best]["_q"][held]
+    res["lodo_cv_macro"], res["lodo_chosen"] = float(np.mean(cv)), chosen
+    print(f"   leave-one-database-out macro F1 {res['lodo_cv_macro']:.4f}; settings chosen: "
+          f"{sorted(set(chosen.values()))}")
+    print("2. centering (default setting)")
+    raw = StaticModel(np.load(model.path), minilm_dir() / "tokenizer.json")
+    res["centering"] = {}
+    for label, mdl in (("as distilled", raw), ("centred (used)", model)):
+        m, lo, dbm = summary(run(sets, lambda mdl=mdl: StaticHybridMethod(model=mdl)))
+        res["centering"][label] = {"macro": m, "min_db": lo, "per_db": dbm}
+        print(f"   {label:16s} macro {m:.4f}  toxicology {dbm['toxicology']:.3f}  worst {lo:.3f}")
+    print("3. duplicates collapsed (default setting)")
+    m, lo, dbm = summary(run(sets, lambda: StaticHybridMethod(model=model), dedup=True))
+    dups = {db: len(c) - len(set(zip(c.texts, c.sqls))) for db, _, c, _ in sets}
+    res["dedup"] = {"macro": m, "min_db": lo, "per_db": dbm, "duplicates": dups}
+    print(f"   macro {m:.4f}  toxicology {dbm['toxicology']:.3f}  worst {lo:.3f}; duplicate statements {dups}")
+    for g in res["grid"].values():
+        del g["_q"]
+    res["seconds"] = time.time() - t0
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(res, indent=2))
+    print(f"wrote {a.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
