@@ -38,3 +38,35 @@ def test_human_in_the_loop_choice_wins(collection: Collection) -> None:
     routed = RoutedTagQL(collection, llm, settings=load_settings(), method="bm25", k=5, choose=pick_superhero)
     answer = routed.ask("How many singers do we have?")
     assert answer.database == "superhero" and answer.values == [750]
+
+
+def test_bad_inputs_empty_collection_and_database_gone(tmp_path: Path, shared_data: Path) -> None:
+    import shutil
+
+    from tagql.routing.errors import DatabaseGone, EmptyCollection
+
+    empty = Collection.create("empty", path=tmp_path / "empty")
+    with pytest.raises(EmptyCollection):
+        RoutedTagQL(empty, ScriptedLLM([]), settings=load_settings(), method="bm25")
+    copy = tmp_path / "concert_singer.sqlite"
+    shutil.copy(shared_data / "spider" / "database" / "concert_singer" / "concert_singer.sqlite", copy)
+    coll = Collection.create("gone", path=tmp_path / "gone")
+    coll.add_database(str(copy))
+    coll.save()
+    copy.unlink()  # the database disappears after indexing: routing still works, answering says so
+    routed = RoutedTagQL(coll, ScriptedLLM(["SELECT COUNT(*) FROM singer", "6."]), settings=load_settings(),
+                         method="bm25")
+    with pytest.raises(DatabaseGone, match="disappeared since indexing"):
+        routed.ask("How many singers do we have?")
+
+
+def test_question_about_none_of_the_databases_is_flagged(collection: Collection) -> None:
+    from tagql.routing.ours import BuildConfig, GraphRouter
+
+    GraphRouter.build(collection, BuildConfig(questions_per_table=8))
+    llm = ScriptedLLM(["SELECT COUNT(*) FROM singer", "There are 6 singers.", "SELECT 1", "1."])
+    routed = RoutedTagQL(collection, llm, settings=load_settings(), method="ours")
+    on_topic = routed.ask("How many singers do we have?")
+    assert on_topic.database == "concert_singer" and not any("none of the databases" in n for n in on_topic.notes)
+    off_topic = routed.ask("What is a good recipe for sourdough bread?")
+    assert any("none of the databases" in n for n in off_topic.notes), off_topic.notes

@@ -103,3 +103,17 @@ def test_bad_input(tmp_path: Path, small_collection) -> None:
         Collection.load("gone", path=c.path).open("pets_1")
     with pytest.raises(IndexMissing):
         c.router("ours")
+
+
+OFF_TOPIC = ["What will the weather be like in Paris tomorrow?", "What is a good recipe for sourdough bread?",
+             "Who painted the Mona Lisa?", "How do I reset my wifi router password?"]
+
+
+def test_question_about_none_of_the_databases_gets_low_confidence(small_router, dev) -> None:
+    from tagql.routing.hitl import confidence_note
+
+    for q in OFF_TOPIC:
+        note = confidence_note(small_router.route(q))
+        assert note and "none of the databases" in note, (q, small_router.route(q)[0].to_dict())
+    flagged = sum(confidence_note(c) is not None for c in small_router.route_many([e["question"] for e in dev]))
+    assert flagged <= 0.1 * len(dev), flagged

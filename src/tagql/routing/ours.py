@@ -69,6 +69,10 @@ class BuildConfig:
     soft_match: bool = True  # map unknown question words to schema words by embedding similarity
     soft_threshold: float = 0.55
     soft_top: int = 3
+    # confidence is scaled down when the database's nearest synthetic question has cosine < near_hi
+    # (to 0 at near_lo): off-topic questions resemble none of them (chosen on Spider train questions)
+    near_lo: float = 0.35
+    near_hi: float = 0.55
     augment_share: float = 0.5  # add a synonym-rewritten copy of this share of synthetic questions
     seed: int = 0
 
@@ -274,11 +278,22 @@ class GraphRouter:
         self._syn_tables = [[self.key_pos[(q.schema.database, t)] for t in q.schema.tables
                              if (q.schema.database, t) in self.key_pos] for q in syn]
         self._syn_group = np.array([hash((q.schema.database, q.schema.tables)) for q in syn])
+        # synthetic questions grouped by database (the nearest one per database, for confidence)
+        order = np.array([i for i in np.argsort(self._syn_db, kind="stable") if self._syn_db[i] >= 0], dtype=np.int64)
+        dbs = self._syn_db[order] if len(order) else np.zeros(0, dtype=np.int64)
+        starts = np.flatnonzero(np.r_[True, dbs[1:] != dbs[:-1]]) if len(order) else np.zeros(0, dtype=np.int64)
+        self._near_order, self._near_starts, self._near_dbs = order, starts, dbs[starts] if len(order) else dbs
 
     # ---- features ------------------------------------------------------------------------------
     def features(self, questions: Sequence[str], exclude_groups: np.ndarray | None = None) -> np.ndarray:
         """(Q, tables, FEATURES) evidence for every table of the collection."""
+        return self._features(questions, exclude_groups)[0]
+
+    def _features(self, questions: Sequence[str], exclude_groups: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """The features, plus per database the cosine similarity of its nearest synthetic question."""
         qv, qw = self._embed_questions(list(questions))
+        near = np.zeros((len(questions), len(self.dbs)), dtype=np.float32)
         nq, nt = len(questions), len(self.keys)
         f = np.zeros((nq, nt, len(FEATURES)), dtype=np.float32)
         f[:, :, 0] = _norm_max(np.stack([self.bm25.scores_weighted(w) for w in qw]))
@@ -292,6 +307,8 @@ class GraphRouter:
                 sims[self._syn_group[None, :] == exclude_groups[:, None]] = -1
             k = min(self.cfg.knn, sims.shape[1])
             top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+            if len(self._near_order):
+                near[:, self._near_dbs] = np.maximum.reduceat(sims[:, self._near_order], self._near_starts, axis=1)
             for qi in range(nq):
                 w = np.exp((sims[qi, top[qi]] - sims[qi, top[qi]].max()) / self.cfg.knn_temp)
                 w /= w.sum()
@@ -308,7 +325,7 @@ class GraphRouter:
             np.maximum.at(vdb, self.key_db, f[qi, :, 4])
             f[qi, :, 9] = vdb[self.key_db]
         f[:, :, -1] = 1.0
-        return f
+        return f, near
 
     def logits(self, questions: Sequence[str]) -> np.ndarray:
         return self.features(questions) @ self.weights
@@ -422,7 +439,8 @@ class GraphRouter:
         done.sort(key=lambda b: -b[0])
         return done
 
-    def _candidates(self, row: np.ndarray, k: int, db_row: np.ndarray | None = None) -> list[Candidate]:
+    def _candidates(self, row: np.ndarray, k: int, db_row: np.ndarray | None = None,
+                    near: np.ndarray | None = None) -> list[Candidate]:
         if db_row is None:
             db_row = np.full(len(self.dbs), -np.inf)
             np.maximum.at(db_row, self.key_db, row)
@@ -446,6 +464,9 @@ class GraphRouter:
             rest = sorted((t for t in logit if t not in tables), key=lambda t: -logit[t])
             dl = float(db_row[di])
             conf = 1 / (1 + math.exp(-min(max(dl, -50.0), 50.0)))
+            if near is not None:  # no synthetic question of this database is near: off-topic, say so
+                lo, hi = self.cfg.near_lo, self.cfg.near_hi
+                conf *= min(1.0, max(0.0, (float(near[di]) - lo) / (hi - lo)))
             pad = self.cfg.min_tables
             if rank == 0:
                 pad = self.cfg.sure_tables if conf >= self.cfg.sure else self.cfg.min_tables_first
@@ -458,10 +479,10 @@ class GraphRouter:
             return []
         out = []
         for s in range(0, len(questions), 128):
-            f = self.features(questions[s:s + 128])
+            f, near = self._features(questions[s:s + 128])
             lg = f @ self.weights
             dlg = self.db_features(f, lg) @ self.db_weights
-            out += [self._candidates(row, k, drow) for row, drow in zip(lg, dlg)]
+            out += [self._candidates(row, k, drow, nrow) for row, drow, nrow in zip(lg, dlg, near)]
         return out
 
     def route(self, question: str, k: int = 5) -> list[Candidate]:
