@@ -37,6 +37,7 @@ def main() -> None:
     ap.add_argument("--llm-questions", type=int, default=8)
     ap.add_argument("--llm-model", default=None, help="model pack (default: the configured one)")
     ap.add_argument("--fractions", default="0.05,0.1,0.25,0.5,1.0")
+    ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     settings = load_settings()
     coll = Collection.load(args.collection, settings)
@@ -96,8 +97,8 @@ def main() -> None:
     print(f"{'synthetic q':>12}{'DB R@1':>8}{'DB R@5':>8}{'T R@5':>8}{'T R@15':>8}")
     for c in curve:
         print(f"{c['synthetic_questions']:>12}{c['db_r@1']:>8}{c['db_r@5']:>8}{c['table_r@5']:>8}{c['table_r@15']:>8}")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(res, indent=2))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=2))
 
 
 if __name__ == "__main__":
