@@ -12,8 +12,8 @@ from tagql.routing.collection import Collection
 from tagql.routing.errors import DatabaseGone, EmptyCollection, IndexMissing
 from tagql.routing.metrics import Gold, gold_tables, summarize
 from tagql.routing.ours import GraphRouter
-from tagql.routing.synth import keep_question
 from tagql.routing.sampling import QuerySchema
+from tagql.routing.synth import keep_question
 
 from .conftest import DBS
 

@@ -11,7 +11,13 @@ import pytest
 from tagql.routing.lexicon import SoftLexicon, content_words, schema_words
 from tagql.routing.metrics import Gold, gold_tables, summarize
 from tagql.routing.retrieval import BM25
-from tagql.routing.synonyms import SynonymAugmenter, load_synonyms, load_vocabulary, mine_synonyms, mine_vocabulary
+from tagql.routing.synonyms import (
+    SynonymAugmenter,
+    load_synonyms,
+    load_vocabulary,
+    mine_synonyms,
+    mine_vocabulary,
+)
 from tagql.routing.text import stem
 
 from .conftest import DBS

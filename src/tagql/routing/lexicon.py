@@ -23,13 +23,14 @@ from tagql.routing.text import STOP_WORDS, human, stem, tokens
 _ALPHA = re.compile(r"[a-z]+")
 # question words that are never about a schema element (the question's own syntax)
 _GENERIC = frozenset("""
-    many much total average avg mean sum count maximum minimum max min highest lowest largest smallest
-    biggest greatest least most top order ordered descending ascending sorted sort different distinct
-    unique each every find tell display names name ids id also like just both whose having ones
-    older younger oldest youngest larger smaller bigger higher lower longer shorter less greater
-    equal times time year years value values number numbers record records information info details
-    called named known include includes including contain contains containing associated related
-""".split())
+    many much total average avg mean sum count maximum minimum max min highest lowest largest
+    smallest biggest greatest least most top order ordered descending ascending sorted sort
+    different distinct unique each every find tell display names name ids id also like just both
+    whose having ones older younger oldest youngest larger smaller bigger higher lower longer
+    shorter less greater equal times time year years value values number numbers record records
+    information info details called named known include includes including contain contains
+    containing associated related
+""".split())  # noqa: SIM905
 
 
 def content_words(text: str) -> list[str]:

@@ -35,8 +35,14 @@ from tagql.routing.errors import IndexMissing
 from tagql.routing.lexicon import SoftLexicon, schema_words
 from tagql.routing.retrieval import BM25, table_doc
 from tagql.routing.router import Candidate
-from tagql.routing.sampling import QuerySchema, sample_schemas
-from tagql.routing.synth import PatternQuestioner, SyntheticQuestion, TemplateQuestioner, keep_question, load_patterns
+from tagql.routing.sampling import sample_schemas
+from tagql.routing.synth import (
+    PatternQuestioner,
+    SyntheticQuestion,
+    TemplateQuestioner,
+    keep_question,
+    load_patterns,
+)
 from tagql.routing.text import human, tokens
 
 if TYPE_CHECKING:

@@ -105,7 +105,7 @@ class SynonymAugmenter:
                         n += 1
         self.syn = {k: v for k, v in self.syn.items() if v}
         self._pat = re.compile(r"\b(" + "|".join(sorted(map(re.escape, self.syn), key=len, reverse=True)) + r")\b",
-                               re.I) if self.syn else None
+                               re.IGNORECASE) if self.syn else None
 
     def rewrite(self, question: str, share: float = 0.6) -> str | None:
         """The question with some of its schema words replaced by synonyms (``None``: nothing to replace)."""
