@@ -498,8 +498,6 @@ class StaticHybridMethod(HybridMethod):
         return cand, out
 
 
-
-
 RERANK_POOL = 50  # how many of the best statements the re-ranking looks at
 
 

@@ -162,23 +162,23 @@ class StaticModel:
     # -- words ---------------------------------------------------------------------------------
     def word_sums(self, ws: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(len(ws), dim) sums of token vectors per word and (len(ws),) token counts."""
-        cache = self._cache
-        todo = [w for w in dict.fromkeys(ws) if w not in cache]
-        if todo:
-            encs = self._tok.encode_batch(todo, add_special_tokens=False)
-            with self._lock:
-                if len(cache) > 200_000:  # bounded memory for long-running processes
+        with self._lock:  # one lock for lookups and inserts: a concurrent clear() cannot drop a word mid-call
+            cache = self._cache
+            todo = [w for w in dict.fromkeys(ws) if w not in cache]
+            if todo:
+                if len(cache) + len(todo) > 200_000:  # bounded memory for long-running processes
                     cache.clear()
-                for w, e in zip(todo, encs):
+                    todo = list(dict.fromkeys(ws))
+                for w, e in zip(todo, self._tok.encode_batch(todo, add_special_tokens=False)):
                     ids = e.ids
-                    vec = self.vectors[ids].sum(axis=0) if ids else np.zeros(self.dim, dtype=np.float32)
-                    cache[w] = (vec, len(ids))
-        sums = np.empty((len(ws), self.dim), dtype=np.float32)
-        counts = np.empty(len(ws), dtype=np.float32)
-        for j, w in enumerate(ws):
-            v, c = cache[w]
-            sums[j] = v
-            counts[j] = c
+                    cache[w] = (self.vectors[ids].sum(axis=0) if ids else np.zeros(self.dim, dtype=np.float32),
+                                len(ids))
+            sums = np.empty((len(ws), self.dim), dtype=np.float32)
+            counts = np.empty(len(ws), dtype=np.float32)
+            for j, w in enumerate(ws):
+                v, c = cache[w]
+                sums[j] = v
+                counts[j] = c
         return sums, counts
 
     def embed_words(self, list_of_words: list[list[str]]) -> np.ndarray:
