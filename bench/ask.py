@@ -6,6 +6,7 @@ the set of rows of the predicted SQL equals that of the gold SQL from bird/dev.j
 
     python bench/ask.py --limit 25            # first 25 questions of each database (fixed subset)
     python bench/ask.py                       # all 432 questions
+    python bench/ask.py --limit 20 --models qwen2.5-coder-1.5b,qwen2.5-coder-1.5b-q4_0   # model variants
 
 Prints a table and writes bench/results/ask.json.
 """
@@ -32,6 +33,7 @@ from tagql.db import open_database
 from tagql.errors import TagqlError
 from tagql.knowledge import ScoredStatement, StaticStatements
 from tagql.llm import make_llm
+from tagql.llm.local import _close_all
 from tagql.pipeline import TagQL
 
 DATA = Path(os.environ.get("TAGQL_SHARED_DATA", ROOT.parent / "shared" / "data"))
@@ -54,6 +56,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="first N questions per database (0 = all)")
     ap.add_argument("--dbs", default=",".join(DBS))
     ap.add_argument("--conditions", default="none,evidence")
+    ap.add_argument("--models", default="", help="comma-separated model names to compare (default: the configured one)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "ask.json"))
     args = ap.parse_args()
 
@@ -64,83 +67,97 @@ def main() -> None:
     chosen = {db: [q for q in questions if q["db_id"] == db] for db in dbs}
     if args.limit:
         chosen = {db: qs[: args.limit] for db, qs in chosen.items()}
-    total = sum(len(v) for v in chosen.values()) * len(conditions)
-
-    t0 = time.perf_counter()
-    llm = make_llm(settings)
-    load_s = time.perf_counter() - t0
+    models = args.models.split(",") if args.models else [settings.llm.model]
+    total = sum(len(v) for v in chosen.values()) * len(conditions) * len(models)
     console = Console()
     records = []
     first_question_s: dict[str, float] = {}
+    load_s: dict[str, float] = {}
     with Progress(console=console) as progress:
         task = progress.add_task("asking", total=total)
-        for db_id in dbs:
-            path = DATA / "bird" / "dev_databases" / db_id / f"{db_id}.sqlite"
-            db = open_database(path, settings=settings.db)
-            gold_db = open_database(path)
-            for cond in conditions:
-                for q in chosen[db_id]:
-                    evidence = (q.get("evidence") or "").strip()
-                    knowledge = None
-                    if cond == "evidence" and evidence:
-                        knowledge = StaticStatements([ScoredStatement(evidence, "", 1.0)])
-                    session = TagQL(db, llm, settings=settings, knowledge=knowledge)
-                    rec = {"db": db_id, "condition": cond, "question_id": q["question_id"], "question": q["question"]}
-                    start = time.perf_counter()
-                    try:
-                        answer = session.ask(q["question"])
-                        rec.update(sql=answer.sql, timings=answer.timings, tokens=answer.tokens,
-                                   retries=len(answer.attempts) - 1)
-                        try:
-                            gold = gold_db.execute(q["SQL"], timeout_s=60, row_cap=1_000_000).rows
-                            rec["correct"] = rows_match([tuple(r) for r in answer.rows], gold) and not answer.truncated
-                        except TagqlError as exc:
-                            rec.update(correct=False, gold_error=exc.one_line())
-                    except TagqlError as exc:
-                        rec.update(correct=False, error=exc.one_line())
-                    rec["wall_s"] = round(time.perf_counter() - start, 3)
-                    if db_id not in first_question_s:
-                        first_question_s[db_id] = rec["wall_s"]
-                        rec["cold"] = True
-                    records.append(rec)
-                    progress.advance(task)
+        for model in models:
+            settings.llm.model = model
+            t0 = time.perf_counter()
+            llm = make_llm(settings)
+            load_s[model] = round(time.perf_counter() - t0, 2)
+            records += ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, progress, task)
+            _close_all()  # free this model before loading the next
     peak_rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
     summary = {}
     table = Table(title="tagql ask on BIRD dev (execution accuracy, local model)")
-    for col in ("condition", "db", "n", "EX", "errors", "retried", "warm p50 s", "warm p95 s"):
+    for col in ("model", "condition", "db", "n", "EX", "errors", "retried", "warm p50 s", "warm p95 s"):
         table.add_column(col, justify="right")
-    for cond in conditions:
-        for db_id in [*dbs, "all"]:
-            rs = [r for r in records if r["condition"] == cond and (db_id == "all" or r["db"] == db_id)]
-            if not rs:
-                continue
-            warm = [r["wall_s"] for r in rs if not r.get("cold")]
-            s = {
-                "n": len(rs),
-                "ex": sum(r["correct"] for r in rs) / len(rs),
-                "errors": sum("error" in r for r in rs),
-                "retried": sum(r.get("retries", 0) > 0 for r in rs),
-                "warm_p50_s": pct(warm, 0.5),
-                "warm_p95_s": pct(warm, 0.95),
-            }
-            summary[f"{cond}/{db_id}"] = s
-            table.add_row(cond, db_id, str(s["n"]), f"{s['ex']:.3f}", str(s["errors"]), str(s["retried"]),
-                          f"{s['warm_p50_s']:.2f}", f"{s['warm_p95_s']:.2f}")
+    for model in models:
+        for cond in conditions:
+            for db_id in [*dbs, "all"]:
+                rs = [r for r in records if r["model"] == model and r["condition"] == cond
+                      and (db_id == "all" or r["db"] == db_id)]
+                if not rs:
+                    continue
+                warm = [r["wall_s"] for r in rs if not r.get("cold")]
+                s = {
+                    "n": len(rs),
+                    "ex": sum(r["correct"] for r in rs) / len(rs),
+                    "errors": sum("error" in r for r in rs),
+                    "retried": sum(r.get("retries", 0) > 0 for r in rs),
+                    "warm_p50_s": pct(warm, 0.5),
+                    "warm_p95_s": pct(warm, 0.95),
+                }
+                summary[f"{model}/{cond}/{db_id}"] = s
+                table.add_row(model, cond, db_id, str(s["n"]), f"{s['ex']:.3f}", str(s["errors"]),
+                              str(s["retried"]), f"{s['warm_p50_s']:.2f}", f"{s['warm_p95_s']:.2f}")
     console.print(table)
     console.print(
-        f"model load {load_s:.1f} s; cold first question per database: "
+        "model load " + ", ".join(f"{k} {v:.1f} s" for k, v in load_s.items()) + "; cold first question: "
         + ", ".join(f"{k} {v:.1f} s" for k, v in first_question_s.items())
-        + f"; peak RSS {peak_rss_gb:.2f} GB; model {llm.name}"
+        + f"; peak RSS {peak_rss_gb:.2f} GB (max over the models run)"
     )
     out = {
-        "model": llm.name, "limit_per_db": args.limit or None, "subset": "first N questions per db in bird/dev.json order",
-        "model_load_s": round(load_s, 2), "cold_first_question_s": first_question_s, "peak_rss_gb": round(peak_rss_gb, 3),
+        "models": models, "limit_per_db": args.limit or None, "subset": "first N questions per db in bird/dev.json order",
+        "model_load_s": load_s, "cold_first_question_s": first_question_s, "peak_rss_gb": round(peak_rss_gb, 3),
         "summary": summary, "records": records,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1, default=str))
     console.print(f"wrote {args.out}")
+
+
+def ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, progress, task) -> list[dict]:
+    """Ask every chosen question under every condition with one model; one record per question."""
+    records = []
+    for db_id in dbs:
+        path = DATA / "bird" / "dev_databases" / db_id / f"{db_id}.sqlite"
+        db = open_database(path, settings=settings.db)
+        gold_db = open_database(path)
+        for cond in conditions:
+            for q in chosen[db_id]:
+                evidence = (q.get("evidence") or "").strip()
+                knowledge = None
+                if cond == "evidence" and evidence:
+                    knowledge = StaticStatements([ScoredStatement(evidence, "", 1.0)])
+                session = TagQL(db, llm, settings=settings, knowledge=knowledge)
+                rec = {"model": model, "db": db_id, "condition": cond, "question_id": q["question_id"],
+                       "question": q["question"]}
+                start = time.perf_counter()
+                try:
+                    answer = session.ask(q["question"])
+                    rec.update(sql=answer.sql, timings=answer.timings, tokens=answer.tokens,
+                               retries=len(answer.attempts) - 1)
+                    try:
+                        gold = gold_db.execute(q["SQL"], timeout_s=60, row_cap=1_000_000).rows
+                        rec["correct"] = rows_match([tuple(r) for r in answer.rows], gold) and not answer.truncated
+                    except TagqlError as exc:
+                        rec.update(correct=False, gold_error=exc.one_line())
+                except TagqlError as exc:
+                    rec.update(correct=False, error=exc.one_line())
+                rec["wall_s"] = round(time.perf_counter() - start, 3)
+                if f"{model}/{db_id}" not in first_question_s:
+                    first_question_s[f"{model}/{db_id}"] = rec["wall_s"]
+                    rec["cold"] = True
+                records.append(rec)
+                progress.advance(task)
+    return records
 
 
 if __name__ == "__main__":

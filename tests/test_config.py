@@ -23,7 +23,7 @@ def test_toml_then_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_defaults_are_the_embedded_model_at_temperature_zero(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     s = load_settings()
-    assert s.llm.backend == "local" and s.llm.model == "qwen2.5-coder-1.5b" and s.llm.temperature == 0.0
+    assert s.llm.backend == "local" and s.llm.model == "qwen2.5-coder-1.5b-q4_0" and s.llm.temperature == 0.0
 
 
 def test_broken_toml_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

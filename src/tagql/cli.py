@@ -27,7 +27,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Answer quest
 def model_progress(quiet: bool = False) -> tuple[Callable[[int, int], None], Callable[[], None]]:
     """A rich progress bar for model assembly (shown only when there is work to do)."""
     progress = Progress(
-        TextColumn("assembling model"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+        TextColumn("preparing model (assemble, verify, re-quantize)"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
         console=err_console, transient=True, disable=quiet,
     )
     state: dict[str, Any] = {}
@@ -36,7 +36,7 @@ def model_progress(quiet: bool = False) -> tuple[Callable[[int, int], None], Cal
         if "task" not in state:
             progress.start()
             state["task"] = progress.add_task("model", total=total)
-        progress.update(state["task"], completed=done)
+        progress.update(state["task"], total=total, completed=done)
 
     return update, progress.stop
 
@@ -122,6 +122,9 @@ def ask(
     ] = None,
     route_method: Annotated[str, typer.Option("--route-method", help="ours|bm25|dense")] = "ours",
     pick: Annotated[bool, typer.Option("--pick", help="show the top-5 candidate schemas and let me choose")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="with --collection: answer from the best guess even when routing is unsure")
+    ] = False,
     llm: LlmOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     descriptions: DescOpt = None,
@@ -141,7 +144,8 @@ def ask(
     with user_errors():
         settings = load_settings()
         if collection:
-            answer = _ask_collection(question, collection, route_method, pick, llm, settings, quiet=as_json)
+            answer = _ask_collection(question, collection, route_method, pick, llm, settings, quiet=as_json,
+                                     force=force)
         elif not db:
             raise TagqlError("say where to ask", "give --db PATH_OR_URL or --collection NAME")
         else:
@@ -162,7 +166,8 @@ def ask(
 
 
 def _ask_collection(  # noqa: ANN202
-    question: str, name: str, route_method: str, pick: bool, llm: str | None, settings: Settings, quiet: bool
+    question: str, name: str, route_method: str, pick: bool, llm: str | None, settings: Settings, quiet: bool,
+    force: bool = False,
 ):
     from tagql.pipeline import RoutedTagQL
     from tagql.routing.collection import Collection
@@ -176,7 +181,8 @@ def _ask_collection(  # noqa: ANN202
             if note:
                 err_console.print(f"[yellow]note:[/] {note}")
             return choose_candidate(cands, lambda p: typer.prompt(p, default="1"), err_console.print)
-    routed = RoutedTagQL(coll, load_llm(settings, llm, quiet), settings=settings, method=route_method, choose=choose)
+    routed = RoutedTagQL(coll, load_llm(settings, llm, quiet), settings=settings, method=route_method, choose=choose,
+                         answer_when_unsure=force)
     answer = routed.ask(question)
     if not quiet and answer.routing:
         best = answer.routing[0]
@@ -252,7 +258,7 @@ def model(
     name: Annotated[str | None, typer.Argument(help="pack name (default: the configured model)")] = None,
 ) -> None:
     """Assemble and verify the embedded model now (it is otherwise done on first use)."""
-    from tagql.llm.model_pack import PACKS, resolve_model_path
+    from tagql.llm.model_pack import PACKS, REQUANTIZED, resolve_model_path
 
     with user_errors():
         settings = load_settings()
@@ -262,7 +268,8 @@ def model(
         finally:
             stop()
         console.print(f"model ready: {path}")
-        console.print("packs: " + ", ".join(f"{p.name} ({p.description})" for p in PACKS.values()))
+        known = [*PACKS.values(), *REQUANTIZED.values()]
+        console.print("models: " + ", ".join(f"{p.name} ({p.description})" for p in known))
 
 
 @app.command()

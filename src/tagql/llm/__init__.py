@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from tagql.config import LLMSettings, Settings, load_settings
 from tagql.llm.base import LLM, Completion, Message, Usage, system, user
-from tagql.llm.model_pack import PACKS, resolve_model_path
+from tagql.llm.model_pack import PACKS, REQUANTIZED, resolve_model_path
 
 __all__ = ["LLM", "PACKS", "Completion", "Message", "Usage", "make_llm", "system", "user"]
 
@@ -36,7 +36,7 @@ def make_llm(
         path = resolve_model_path(cfg.model, cache_dir or full.cache_dir, progress)
         return LocalLLM(
             path, n_ctx=cfg.n_ctx, n_threads=cfg.n_threads, seed=cfg.seed, temperature=cfg.temperature,
-            name=cfg.model if cfg.model in PACKS else None,
+            name=cfg.model if cfg.model in PACKS or cfg.model in REQUANTIZED else None, lookup_decoding=cfg.lookup_decoding,
         )
     from tagql.errors import ConfigError
 

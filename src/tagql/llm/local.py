@@ -19,6 +19,7 @@ from typing import Any
 
 from tagql.errors import LLMOutputError, LLMUnavailable
 from tagql.llm.base import Completion, Message, Usage
+from tagql.llm.lookup import LookupStats, greedy_generate
 
 _MODELS: dict[tuple[str, int, int, int], Any] = {}
 _MODELS_LOCK = threading.Lock()
@@ -144,12 +145,14 @@ class LocalLLM:
 
     def __init__(
         self, model_path: Path, *, n_ctx: int = 8192, n_threads: int | None = None, seed: int = 0,
-        temperature: float = 0.0, name: str | None = None,
+        temperature: float = 0.0, name: str | None = None, lookup_decoding: bool = True,
     ) -> None:
         self.path = Path(model_path)
         self.name = name or self.path.stem
         self.temperature = temperature
         self.seed = seed
+        self.lookup_decoding = lookup_decoding
+        self.lookup = LookupStats()  # running totals of prompt-lookup drafting
         self.usage = Usage()
         self._llama, self._prefixes, self._lock = _load(self.path, n_ctx, n_threads or os.cpu_count() or 2, seed)
         self._formatter, self._prefix_formatter = _formatters(self._llama)
@@ -199,17 +202,21 @@ class LocalLLM:
         start = time.perf_counter()
         with self._lock:
             self._prefixes.ensure(self._llama, prefix)
-            out = self._llama.create_completion(
-                prompt=tokens, temperature=self.temperature, max_tokens=max_tokens, stop=stops + list(stop or []),
-                seed=self.seed, grammar=g,
-            )
-        seconds = time.perf_counter() - start
-        usage = out.get("usage", {})
+            if self.lookup_decoding and self.temperature == 0 and g is None:
+                text, n_out, stats = greedy_generate(
+                    self._llama, tokens, max_tokens=max_tokens, stop=stops + list(stop or []),
+                    stats=LookupStats(trace=[] if self.lookup.trace is not None else None),
+                )
+                self.lookup.add(stats)
+            else:
+                out = self._llama.create_completion(
+                    prompt=tokens, temperature=self.temperature, max_tokens=max_tokens,
+                    stop=stops + list(stop or []), seed=self.seed, grammar=g,
+                )
+                text = out["choices"][0]["text"] or ""
+                n_out = int(out.get("usage", {}).get("completion_tokens", 0))
         completion = Completion(
-            text=out["choices"][0]["text"] or "",
-            prompt_tokens=int(usage.get("prompt_tokens", len(tokens))),
-            completion_tokens=int(usage.get("completion_tokens", 0)),
-            seconds=seconds,
+            text=text, prompt_tokens=len(tokens), completion_tokens=n_out, seconds=time.perf_counter() - start,
         )
         self.usage.add(completion)
         return completion

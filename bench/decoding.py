@@ -1,0 +1,150 @@
+"""Plain greedy decoding vs prompt-lookup decoding on the LLM calls `tagql ask` really makes.
+
+Asks the first N BIRD dev questions of each database once (with the dataset's evidence), records
+every LLM call (SQL generation, repair, answer), then replays each call with both decoders from the
+same starting state (system prefix cached, nothing else), side by side. Reports time per call,
+tokens per second, the speed-up ratio and how often the two outputs are identical (greedy
+verification should make them equal, up to floating-point ties).
+
+    python bench/decoding.py --limit 5
+
+Prints a table and writes bench/results/decoding.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from tagql.config import load_settings
+from tagql.db import open_database
+from tagql.errors import TagqlError
+from tagql.knowledge import ScoredStatement, StaticStatements
+from tagql.llm import make_llm
+from tagql.pipeline import TagQL
+
+DATA = Path(os.environ.get("TAGQL_SHARED_DATA", ROOT.parent / "shared" / "data"))
+DBS = ["student_club", "superhero", "toxicology"]
+
+
+class Recorder:
+    """Passes calls through to the real model and keeps their arguments for the replay."""
+
+    def __init__(self, llm) -> None:
+        self.llm, self.calls = llm, []
+        self.name, self.usage = llm.name, llm.usage
+
+    def complete(self, messages, **kw):
+        self.calls.append((messages, kw))
+        return self.llm.complete(messages, **kw)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--limit", type=int, default=5, help="first N questions per database")
+    ap.add_argument("--model", default="", help="model name or GGUF path (default: the configured one)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "decoding.json"))
+    args = ap.parse_args()
+
+    settings = load_settings()
+    settings.llm.model = args.model or settings.llm.model
+    llm = make_llm(settings, backend="local")
+    questions = json.loads((DATA / "bird" / "dev.json").read_text())
+    console = Console()
+    calls = []
+    with Progress(console=console) as progress:
+        task = progress.add_task("recording calls", total=args.limit * len(DBS))
+        for db_id in DBS:
+            db = open_database(DATA / "bird" / "dev_databases" / db_id / f"{db_id}.sqlite", settings=settings.db)
+            for q in [q for q in questions if q["db_id"] == db_id][: args.limit]:
+                rec = Recorder(llm)
+                knowledge = StaticStatements([ScoredStatement(q["evidence"], "", 1.0)]) if q.get("evidence") else None
+                try:
+                    TagQL(db, rec, settings=settings, knowledge=knowledge).ask(q["question"])
+                except TagqlError:
+                    pass
+                calls += [(db_id, i, m, kw) for i, (m, kw) in enumerate(rec.calls)]
+                progress.advance(task)
+
+        records = []
+        task = progress.add_task("replaying", total=len(calls))
+        for db_id, i, messages, kw in calls:
+            rec = {"db": db_id, "kind": "sql" if i == 0 else "later"}
+            for mode in ("plain", "lookup"):
+                llm.lookup_decoding = mode == "lookup"
+                _rewind_to_system_prefix(llm, messages)
+                before = (llm.lookup.drafted, llm.lookup.accepted)
+                llm.lookup.trace = []
+                start = time.perf_counter()
+                out = llm.complete(messages, **kw)
+                rec[mode] = {"s": time.perf_counter() - start, "tokens": out.completion_tokens, "text": out.text}
+                if mode == "lookup":
+                    rec["drafted"] = llm.lookup.drafted - before[0]
+                    rec["accepted"] = llm.lookup.accepted - before[1]
+                    rec["drafts"] = llm.lookup.trace  # (matched n-gram, drafted, accepted) per draft
+                llm.lookup.trace = None
+            records.append(rec)
+            progress.advance(task)
+    llm.lookup_decoding = True
+
+    table = Table(title="decoding: plain greedy vs prompt lookup (same calls, same model)")
+    for col in ("calls", "plain s/call", "lookup s/call", "speed-up", "plain tok/s", "lookup tok/s",
+                "accepted/drafted", "same output"):
+        table.add_column(col, justify="right")
+    summary = {}
+    for kind in ("sql", "later", "all"):
+        rs = [r for r in records if kind == "all" or r["kind"] == kind]
+        if not rs:
+            continue
+        p = sum(r["plain"]["s"] for r in rs)
+        lk = sum(r["lookup"]["s"] for r in rs)
+        toks = sum(r["plain"]["tokens"] for r in rs)
+        s = {
+            "calls": len(rs), "plain_s_per_call": p / len(rs), "lookup_s_per_call": lk / len(rs),
+            "speedup": p / lk, "median_call_speedup": statistics.median(r["plain"]["s"] / r["lookup"]["s"] for r in rs),
+            "plain_tok_s": toks / p, "lookup_tok_s": sum(r["lookup"]["tokens"] for r in rs) / lk,
+            "acceptance": sum(r["accepted"] for r in rs) / max(1, sum(r["drafted"] for r in rs)),
+            "same_output": sum(r["plain"]["text"] == r["lookup"]["text"] for r in rs) / len(rs),
+        }
+        summary[kind] = s
+        table.add_row(f"{kind} ({s['calls']})", f"{s['plain_s_per_call']:.2f}", f"{s['lookup_s_per_call']:.2f}",
+                      f"{s['speedup']:.2f}x", f"{s['plain_tok_s']:.1f}", f"{s['lookup_tok_s']:.1f}",
+                      f"{s['acceptance']:.2f}", f"{s['same_output']:.0%}")
+    console.print(table)
+    by_n = Table(title="drafts by matched n-gram length")
+    for col in ("kind", "n-gram", "drafts", "first token accepted", "mean accepted"):
+        by_n.add_column(col, justify="right")
+    for kind in ("sql", "later"):
+        drafts = [d for r in records if r["kind"] == kind for d in r["drafts"]]
+        for n in sorted({d[0] for d in drafts}):
+            ds = [d for d in drafts if d[0] == n]
+            by_n.add_row(kind, str(n), str(len(ds)), f"{sum(d[2] > 0 for d in ds) / len(ds):.0%}",
+                         f"{sum(d[2] for d in ds) / len(ds):.2f}")
+    console.print(by_n)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"model": llm.name, "limit_per_db": args.limit, "summary": summary,
+                                          "records": records}, indent=1))
+    console.print(f"wrote {args.out}")
+
+
+def _rewind_to_system_prefix(llm, messages) -> None:
+    """Start both replays from the same state: the cached system prefix and nothing after it."""
+    head = llm._prefix_formatter(messages=[{"role": m.role, "content": m.content} for m in messages[:1]]).prompt
+    llm._prefixes.ensure(llm._llama, llm._tokenize(head))
+    llm._llama.n_tokens = min(llm._llama.n_tokens, len(llm._tokenize(head)))
+
+
+if __name__ == "__main__":
+    main()

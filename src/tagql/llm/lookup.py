@@ -1,0 +1,144 @@
+"""Greedy decoding with prompt-lookup drafts (speculative decoding without a draft model).
+
+SQL and answers copy a lot from their prompt: table and column names from the schema, values from
+the result rows. At temperature 0 we guess the next tokens by finding the latest earlier occurrence
+of the last few generated tokens in prompt + output and proposing what followed it, then verify the
+guess in one batch. On this 2-core CPU one batch of 8 tokens costs about 2.5 single-token steps, so
+every accepted run of tokens is nearly free. Greedy verification keeps the output the model's own
+argmax choice at every position.
+
+llama-cpp-python's built-in ``LlamaPromptLookupDecoding`` needs ``logits_all``, which allocates
+``n_ctx x n_vocab`` floats (5 GB at 8k context) and copies logits for every prompt token; here only
+the verified positions produce logits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class LookupStats:
+    """What one generation cost: decode batches run, draft tokens proposed and accepted."""
+
+    steps: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    trace: list[tuple[int, int, int]] | None = None  # (matched n-gram, drafted, accepted) when tracing
+
+    def add(self, other: LookupStats) -> None:
+        self.steps += other.steps
+        self.drafted += other.drafted
+        self.accepted += other.accepted
+        if self.trace is not None and other.trace is not None:
+            self.trace.extend(other.trace)
+
+
+def draft_tokens(history: np.ndarray, *, max_ngram: int = 4, min_ngram: int = 2, max_draft: int = 10) -> list[int]:
+    """Tokens that followed the latest earlier occurrence of the longest matching suffix n-gram."""
+    return find_draft(history, max_ngram=max_ngram, min_ngram=min_ngram, max_draft=max_draft)[1]
+
+
+def find_draft(history: np.ndarray, *, max_ngram: int = 4, min_ngram: int = 2, max_draft: int = 10) -> tuple[int, list[int]]:
+    """(length of the matched n-gram, drafted tokens); (0, []) when nothing matches."""
+    n_hist = len(history)
+    for n in range(min(max_ngram, n_hist - 1), min_ngram - 1, -1):
+        suffix = history[n_hist - n:]
+        # candidate starts i where history[i:i+n] == suffix, excluding the suffix itself
+        limit = n_hist - n
+        match = history[:limit] == suffix[0]
+        for j in range(1, n):
+            match &= history[j: limit + j] == suffix[j]
+        hits = np.flatnonzero(match)
+        if hits.size:
+            start = int(hits[-1]) + n
+            return n, history[start: start + max_draft].tolist()
+    return 0, []
+
+
+def greedy_generate(
+    llama: Any, prompt: list[int], *, max_tokens: int, stop: list[str], max_draft: int = 10, min_ngram: int = 3,
+    stats: LookupStats | None = None,
+) -> tuple[str, int, LookupStats]:
+    """Generate greedily after ``prompt`` on ``llama`` (a ``llama_cpp.Llama``), reusing its KV cache.
+
+    Returns the text (cut before the first stop string), the number of generated tokens and the
+    drafting statistics. ``llama.input_ids``/``n_tokens`` are kept in step with the KV cache so the
+    next call (or llama-cpp-python's own ``generate``) reuses the common prefix.
+    """
+    import llama_cpp
+
+    ctx = llama._ctx
+    vocab = llama._model.vocab
+    n_vocab = llama.n_vocab()
+
+    # Reuse the common prefix already in the KV cache; always evaluate at least the last prompt token
+    # so its logits exist.
+    current = llama.input_ids[: llama.n_tokens]
+    common = 0
+    limit = min(len(current), len(prompt) - 1)
+    while common < limit and current[common] == prompt[common]:
+        common += 1
+    llama.n_tokens = common
+    llama.eval(prompt[common:])
+
+    def argmax(i: int) -> int:
+        logits = np.ctypeslib.as_array(ctx.get_logits_ith(i), shape=(n_vocab,))
+        return int(np.argmax(logits))
+
+    stats = stats or LookupStats()
+    stats.steps += 1
+    history = np.empty(len(prompt) + max_tokens + max_draft + 1, dtype=np.int64)
+    history[: len(prompt)] = prompt
+    n_hist = len(prompt)
+    out: list[int] = []
+
+    def commit(tok: int) -> bool:
+        """Append a chosen token; False when generation must end before it (end of turn, budget)."""
+        nonlocal n_hist
+        if llama_cpp.llama_vocab_is_eog(vocab, tok) or len(out) >= max_tokens:
+            return False
+        out.append(tok)
+        history[n_hist] = tok
+        n_hist += 1
+        return True
+
+    def stopped() -> bool:
+        return _first_stop(llama.detokenize(out).decode("utf-8", errors="ignore"), stop) is not None
+
+    pending = argmax(-1)  # the next token: chosen, not yet in the KV cache
+    while commit(pending) and not stopped() and llama.n_tokens + 2 < llama.n_ctx():
+        room = min(max_draft, max_tokens - len(out), llama.n_ctx() - llama.n_tokens - 2)
+        matched, draft = find_draft(history[:n_hist], max_draft=room, min_ngram=min_ngram) if room > 0 else (0, [])
+        batch = [pending, *draft]
+        n_past = llama.n_tokens
+        llama._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
+        ctx.decode(llama._batch)
+        llama.input_ids[n_past: n_past + len(batch)] = batch
+        stats.steps += 1
+        stats.drafted += len(draft)
+        accepted = 0
+        pending = argmax(0)
+        while accepted < len(draft) and draft[accepted] == pending:
+            accepted += 1
+            pending = argmax(accepted)
+        stats.accepted += accepted
+        if stats.trace is not None and draft:
+            stats.trace.append((matched, len(draft), accepted))
+        # the KV cache keeps the previous pending token and the accepted drafts, not the rejected ones
+        keep = n_past + 1 + accepted
+        ctx.kv_cache_seq_rm(-1, keep, -1)
+        llama.n_tokens = keep
+        if not all(commit(tok) for tok in draft[:accepted]) or (accepted and stopped()):
+            break
+    text = llama.detokenize(out).decode("utf-8", errors="ignore")
+    cut = _first_stop(text, stop)
+    return (text if cut is None else text[:cut]), len(out), stats
+
+
+def _first_stop(text: str, stop: list[str]) -> int | None:
+    cuts = [i for s in stop if s and (i := text.find(s)) >= 0]
+    return min(cuts) if cuts else None
