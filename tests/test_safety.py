@@ -68,6 +68,12 @@ def test_unknown_column_says_where_it_lives() -> None:
         check("SELECT height FROM superhero")
 
 
+def test_column_under_the_wrong_alias_names_the_right_one() -> None:
+    with pytest.raises(InvalidQuery, match=r"column T1.publisher_name: table T1 \(superhero\) has no column "
+                                           r"'publisher_name'; use T2.publisher_name \(table publisher\)"):
+        check("SELECT T1.publisher_name FROM superhero AS T1 JOIN publisher AS T2 ON T1.publisher_id = T2.id")
+
+
 def test_garbage_is_invalid_not_unsafe() -> None:
     with pytest.raises(InvalidQuery):
         check("SELEC name FRM superhero")

@@ -101,6 +101,28 @@ def fix_sqlite_double_quoted_strings(tree: exp.Expression, schema: Schema) -> ex
     return tree
 
 
+def _misqualified(name: str, tree: exp.Expression, schema: Schema) -> str | None:
+    """'T1.event_id' where T1 is a table without event_id but another table of the query has it:
+    name the alias to use (small models fix this at once; "not in the tables used" confuses them)."""
+    alias_of: dict[str, str] = {}  # alias or name (lower) -> table name
+    spelled: dict[str, str] = {}  # alias or name (lower) -> as written
+    for t in tree.find_all(exp.Table):
+        alias_of[t.alias_or_name.lower()] = t.name
+        spelled[t.alias_or_name.lower()] = t.alias_or_name
+    for col in tree.find_all(exp.Column):
+        if col.name.lower() != name.lower() or not col.table:
+            continue
+        table = alias_of.get(col.table.lower())
+        found = schema.table(table) if table else None
+        if found is None or found.column(name) is not None:
+            continue
+        right = [a for a, t in alias_of.items() if (st := schema.table(t)) is not None and st.column(name) is not None]
+        where = f"; use {spelled[right[0]]}.{name} (table {alias_of[right[0]]})" if right else ""
+        shown = f"{col.table} ({table})" if col.table.lower() != table.lower() else table
+        return f"column {col.table}.{name}: table {shown} has no column '{name}'{where}"
+    return None
+
+
 def _explain_unknown_column(text: str, tree: exp.Expression, schema: Schema) -> str:
     """Turn sqlglot's message into one that helps a model repair the query: where the column really is."""
     m = re.search(r"Column '([^']+)'|Unknown column: (\S+)", text)
@@ -109,6 +131,9 @@ def _explain_unknown_column(text: str, tree: exp.Expression, schema: Schema) -> 
     name = (m.group(1) or m.group(2)).strip("'\"`")
     used = sorted(referenced_tables(tree))
     owners = [t.name for t in schema.tables if t.column(name) is not None]
+    misplaced = _misqualified(name, tree, schema)
+    if misplaced:
+        return misplaced
     msg = f"column '{name}' does not exist in the table(s) used ({', '.join(used)})"
     if owners:
         msg += f"; it is a column of: {', '.join(owners)}"

@@ -85,7 +85,7 @@ def generate_answer(question: str, result: Result, llm: LLM, settings: AnswerSet
     if not result.rows:
         return "The query returned no rows, so the database has no data matching the question."
     data = format_data_points(result, settings)
-    messages = [system(prompts.ANSWER_SYSTEM), user(prompts.answer_user_prompt(question, result.sql, data))]
+    messages = [system(prompts.ANSWER_SYSTEM), user(prompts.answer_user_prompt(question, data))]
     reply = llm.complete(messages, max_tokens=settings.max_answer_tokens)
     text = reply.text.strip()
     if not text:
