@@ -8,7 +8,7 @@ import pytest
 
 from tagql.config import load_settings
 from tagql.llm.scripted import ScriptedLLM
-from tagql.pipeline import RoutedTagQL
+from tagql.pipeline import NoConfidentRoute, RoutedTagQL
 from tagql.routing.collection import Collection
 
 
@@ -68,5 +68,8 @@ def test_question_about_none_of_the_databases_is_flagged(collection: Collection)
     routed = RoutedTagQL(collection, llm, settings=load_settings(), method="ours")
     on_topic = routed.ask("How many singers do we have?")
     assert on_topic.database == "concert_singer" and not any("none of the databases" in n for n in on_topic.notes)
+    with pytest.raises(NoConfidentRoute, match="none of the databases"):
+        routed.ask("What is a good recipe for sourdough bread?")  # refused: no answer from a random database
+    routed.answer_when_unsure = True  # asked to answer anyway: it does, and the answer carries the warning
     off_topic = routed.ask("What is a good recipe for sourdough bread?")
     assert any("none of the databases" in n for n in off_topic.notes), off_topic.notes

@@ -145,15 +145,22 @@ def connect(
     return TagQL(database, model, settings=settings, knowledge=knowledge)
 
 
+class NoConfidentRoute(TagqlError):
+    hint = "rephrase with the names of what you ask about, pick a schema with --pick, or answer anyway with --force"
+
+
 class RoutedTagQL:
     """Questions over a collection of databases: route to a database and its tables, then answer there
     (DBCopilot's best-schema mode: the LLM sees the routed tables; validation uses the full schema)."""
 
     def __init__(
         self, collection: Any, llm: LLM, *, settings: Settings | None = None, method: str = "ours", k: int = 5,
-        choose: Any = None,
+        choose: Any = None, answer_when_unsure: bool = False,
     ) -> None:
         self.collection = collection
+        # below the router's confidence floor the question is probably about none of the databases:
+        # refuse (with the best guess) unless asked to answer anyway or a human picks the schema
+        self.answer_when_unsure = answer_when_unsure
         self.llm = llm
         self.settings = settings or load_settings()
         self.router = collection.router(method)
@@ -166,6 +173,11 @@ class RoutedTagQL:
         candidates = self.router.route(question, self.k)
         if not candidates:
             raise TagqlError(f"no database of collection '{self.collection.name}' matches the question")
+        from tagql.routing.hitl import confidence_note
+
+        note = confidence_note(candidates)
+        if note and self.choose is None and not self.answer_when_unsure:
+            raise NoConfidentRoute(note)
         chosen = self.choose(candidates) if self.choose else candidates[0]
         route_s = time.perf_counter() - t0
         if chosen.database not in self._dbs:
@@ -178,9 +190,6 @@ class RoutedTagQL:
         )
         answer = session.ask(question)
         answer.routing = [c.to_dict() for c in candidates]
-        from tagql.routing.hitl import confidence_note
-
-        note = confidence_note(candidates)
         if note and self.choose is None:
             answer.notes.append(note)
         answer.timings = {"route_s": round(route_s, 3), **answer.timings,
