@@ -58,7 +58,10 @@ def main() -> None:
     ap.add_argument("--conditions", default="none,evidence")
     ap.add_argument("--models", default="", help="comma-separated model names to compare (default: the configured one)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "ask.json"))
+    ap.add_argument("--from-partial", default="", help="summarise a stopped run's .partial.jsonl and exit")
     args = ap.parse_args()
+    if args.from_partial:
+        return from_partial(args.from_partial)
 
     settings = load_settings()
     questions = json.loads((DATA / "bird" / "dev.json").read_text())
@@ -80,10 +83,31 @@ def main() -> None:
             t0 = time.perf_counter()
             llm = make_llm(settings)
             load_s[model] = round(time.perf_counter() - t0, 2)
-            records += ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, progress, task)
+            with open(args.out + ".partial.jsonl", "a") as partial:
+                records += ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, progress, task,
+                                   partial)
             _close_all()  # free this model before loading the next
     peak_rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
+    summary, table = summarize(records, models, conditions, dbs)
+    console.print(table)
+    console.print(
+        "model load " + ", ".join(f"{k} {v:.1f} s" for k, v in load_s.items()) + "; cold first question: "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in first_question_s.items())
+        + f"; peak RSS {peak_rss_gb:.2f} GB (max over the models run)"
+    )
+    out = {
+        "models": models, "limit_per_db": args.limit or None, "subset": "first N questions per db in bird/dev.json order",
+        "model_load_s": load_s, "cold_first_question_s": first_question_s, "peak_rss_gb": round(peak_rss_gb, 3),
+        "summary": summary, "records": records,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1, default=str))
+    console.print(f"wrote {args.out}")
+
+
+def summarize(records: list[dict], models: list[str], conditions: list[str], dbs: list[str]) -> tuple[dict, Table]:
+    """EX, errors and warm latency per model x condition x database (and over all databases)."""
     summary = {}
     table = Table(title="tagql ask on BIRD dev (execution accuracy, local model)")
     for col in ("model", "condition", "db", "n", "EX", "errors", "retried", "warm p50 s", "warm p95 s"):
@@ -107,23 +131,25 @@ def main() -> None:
                 summary[f"{model}/{cond}/{db_id}"] = s
                 table.add_row(model, cond, db_id, str(s["n"]), f"{s['ex']:.3f}", str(s["errors"]),
                               str(s["retried"]), f"{s['warm_p50_s']:.2f}", f"{s['warm_p95_s']:.2f}")
-    console.print(table)
-    console.print(
-        "model load " + ", ".join(f"{k} {v:.1f} s" for k, v in load_s.items()) + "; cold first question: "
-        + ", ".join(f"{k} {v:.1f} s" for k, v in first_question_s.items())
-        + f"; peak RSS {peak_rss_gb:.2f} GB (max over the models run)"
-    )
-    out = {
-        "models": models, "limit_per_db": args.limit or None, "subset": "first N questions per db in bird/dev.json order",
-        "model_load_s": load_s, "cold_first_question_s": first_question_s, "peak_rss_gb": round(peak_rss_gb, 3),
-        "summary": summary, "records": records,
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1, default=str))
-    console.print(f"wrote {args.out}")
+    return summary, table
 
 
-def ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, progress, task) -> list[dict]:
+def from_partial(path: str) -> None:
+    """Summarise the records a stopped run left in its .partial.jsonl (only what was asked)."""
+    records = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    models = list(dict.fromkeys(r["model"] for r in records))
+    conditions = list(dict.fromkeys(r["condition"] for r in records))
+    dbs = list(dict.fromkeys(r["db"] for r in records))
+    summary, table = summarize(records, models, conditions, dbs)
+    Console().print(table)
+    out = path.replace(".partial.jsonl", "")
+    Path(out).write_text(json.dumps({"models": models, "partial": True, "subset": "the records of a stopped run",
+                                     "summary": summary, "records": records}, indent=1, default=str))
+    Console().print(f"wrote {out}")
+
+
+def ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, progress, task,
+            partial=None) -> list[dict]:
     """Ask every chosen question under every condition with one model; one record per question."""
     records = []
     for db_id in dbs:
@@ -156,6 +182,9 @@ def ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, pro
                     first_question_s[f"{model}/{db_id}"] = rec["wall_s"]
                     rec["cold"] = True
                 records.append(rec)
+                if partial is not None:  # a long run that is stopped early still leaves its records
+                    partial.write(json.dumps(rec, default=str) + "\n")
+                    partial.flush()
                 progress.advance(task)
     return records
 
