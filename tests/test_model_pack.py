@@ -59,3 +59,29 @@ def test_model_path_must_be_a_pack_or_a_gguf(tmp_path: Path) -> None:
     junk.write_bytes(b"not a model")
     with pytest.raises(LLMUnavailable, match="not a GGUF"):
         resolve_model_path(str(junk), tmp_path)
+
+
+@pytest.mark.model
+def test_requantized_model_is_derived_once_from_the_verified_pack(tmp_path: Path) -> None:
+    """The default model: the shipped pack re-quantized to Q4_0 by llama.cpp, stamped, then reused."""
+    import shutil
+
+    from tagql.config import load_settings
+    from tagql.llm.model_pack import PACKS, REQUANTIZED, ensure_requantized
+
+    spec = REQUANTIZED["qwen2.5-coder-1.5b-q4_0"]
+    base = ensure_model(PACKS[spec.base], load_settings().cache_dir)  # the verified shipped GGUF
+    cache = tmp_path / "cache"
+    (cache / "models").mkdir(parents=True)
+    (cache / "models" / base.name).symlink_to(base)  # reuse it without copying 1 GB
+    shutil.copy(base.with_suffix(".verified.json"), cache / "models" / base.with_suffix(".verified.json").name)
+
+    path = ensure_requantized(spec, cache)
+    with path.open("rb") as f:
+        assert f.read(4) == b"GGUF"
+    assert 0.8e9 < path.stat().st_size < base.stat().st_size  # Q4_0 everywhere is smaller than Q4_K_M + Q6_K
+    mtime = path.stat().st_mtime_ns
+    assert ensure_requantized(spec, cache) == path and path.stat().st_mtime_ns == mtime  # reused, not redone
+    path.with_suffix(".verified.json").write_text("{broken")
+    assert ensure_requantized(spec, cache).stat().st_mtime_ns != mtime  # a damaged stamp: derived again
+    assert resolve_model_path(spec.name, cache) == path
