@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tagql.llm.lookup import draft_tokens
+from tagql.llm.lookup import find_draft
+
+
+def draft_tokens(history, **kw) -> list[int]:
+    return find_draft(history, **kw)[1]
 
 
 def test_draft_continues_the_latest_match_of_the_longest_suffix() -> None:
@@ -27,8 +31,8 @@ def test_no_draft_without_a_match_of_min_ngram() -> None:
 
 def test_draft_is_capped() -> None:
     history = np.array([1, 2, 3, 4, 5, 6, 7, 8, 1, 2])
-    assert draft_tokens(history, max_draft=4) == [3, 4, 5, 6]
-    assert draft_tokens(history, max_draft=0) == []
+    assert draft_tokens(history, min_ngram=2, max_draft=4) == [3, 4, 5, 6]
+    assert draft_tokens(history, min_ngram=2, max_draft=0) == []
 
 
 @pytest.mark.model

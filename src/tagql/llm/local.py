@@ -199,19 +199,20 @@ class LocalLLM:
         elif json_schema is not None:
             g = LlamaGrammar.from_json_schema(json.dumps(json_schema), verbose=False)
         stops = list(rendered.stop or []) if isinstance(rendered.stop, list) else ([rendered.stop] if rendered.stop else [])
+        stops += list(stop or [])
         start = time.perf_counter()
         with self._lock:
             self._prefixes.ensure(self._llama, prefix)
             if self.lookup_decoding and self.temperature == 0 and g is None:
                 text, n_out, stats = greedy_generate(
-                    self._llama, tokens, max_tokens=max_tokens, stop=stops + list(stop or []),
+                    self._llama, tokens, max_tokens=max_tokens, stop=stops,
                     stats=LookupStats(trace=[] if self.lookup.trace is not None else None),
                 )
                 self.lookup.add(stats)
             else:
                 out = self._llama.create_completion(
                     prompt=tokens, temperature=self.temperature, max_tokens=max_tokens,
-                    stop=stops + list(stop or []), seed=self.seed, grammar=g,
+                    stop=stops, seed=self.seed, grammar=g,
                 )
                 text = out["choices"][0]["text"] or ""
                 n_out = int(out.get("usage", {}).get("completion_tokens", 0))
