@@ -71,16 +71,17 @@ def test_prompt_has_schema_first_then_question_and_statements(db_file: Path) -> 
 
 
 def test_unknown_column_is_repaired_with_the_error_message(db_file: Path) -> None:
+    # three foreign keys lead from superhero to colour (eye, hair, skin): no deterministic repair
     tq = session(db_file, [
-        "SELECT publisher_name FROM superhero GROUP BY publisher_id",
-        ("SELECT p.publisher_name FROM superhero s JOIN publisher p ON s.publisher_id = p.id "
-         "GROUP BY p.publisher_name ORDER BY COUNT(*) DESC LIMIT 1"),
-        "Marvel Comics.",
+        "SELECT colour FROM superhero WHERE superhero_name = 'Abomination'",
+        ("SELECT c.colour FROM superhero s JOIN colour c ON s.eye_colour_id = c.id "
+         "WHERE s.superhero_name = 'Abomination'"),
+        "Green.",
     ])
-    answer = tq.ask("Which publisher has the most heroes?")
+    answer = tq.ask("What colour is Abomination?")  # eye, hair or skin: the question does not say
     repair = tq.llm.prompts[1][-1].content
-    assert "column 'publisher_name' does not exist" in repair and "join publisher" in repair
-    assert answer.values == ["Marvel Comics"]
+    assert "column 'colour' does not exist" in repair and "join colour" in repair
+    assert answer.values == ["Green"]
     assert [a.error is None for a in answer.attempts] == [False, True]
 
 

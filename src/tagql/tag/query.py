@@ -15,6 +15,7 @@ import sqlglot
 
 from tagql.db.connection import Database, Result
 from tagql.db.schema import Schema
+from tagql.db.repair import repair_columns
 from tagql.db.safety import fix_sqlite_double_quoted_strings, parse_read_only, validate_against_schema
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery
 from tagql.knowledge import ScoredStatement
@@ -78,11 +79,12 @@ class QueryOutcome:
     exec_seconds: float = 0.0
 
 
-def prepare_sql(sql: str, db: Database) -> str:
+def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, question: str = "") -> str:
     """Check and normalise ``sql`` for ``db``: read-only, right dialect, known tables/columns.
 
-    SQL written in SQLite style for a server database is transpiled with sqlglot.
-    Returns the SQL to execute."""
+    SQL written in SQLite style for a server database is transpiled with sqlglot. With ``repairs``
+    (a list to append notes to), columns under the wrong table are fixed first (LLM-written SQL only:
+    see ``db/repair.py``; ``question`` helps choose a join). Returns the SQL to execute."""
     schema = db.schema
     try:
         tree = parse_read_only(sql, db.dialect)
@@ -99,6 +101,8 @@ def prepare_sql(sql: str, db: Database) -> str:
         sql = translated
     before = tree.sql(dialect=db.dialect)
     tree = fix_sqlite_double_quoted_strings(tree, schema)
+    if repairs is not None:
+        repairs += repair_columns(tree, schema, question)
     validate_against_schema(tree, schema)
     after = tree.sql(dialect=db.dialect)
     return after if after != before else sql
@@ -136,12 +140,14 @@ class QuerySynthesizer:
             raw_sql = reply.text.strip()
             try:
                 raw_sql = extract_sql(reply.text)
-                sql = prepare_sql(raw_sql, self.db)
+                repairs: list[str] = []
+                sql = prepare_sql(raw_sql, self.db, repairs=repairs, question=question)
                 t1 = time.perf_counter()
                 try:
                     result = self.db.execute(sql)
                 finally:
                     exec_s += time.perf_counter() - t1
+                result.notes[:0] = [f"SQL repaired: {r}" for r in repairs]
             except QueryTimeout:
                 raise
             except (LLMOutputError, InvalidQuery, UnsafeQuery, QueryFailed) as exc:

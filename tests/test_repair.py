@@ -1,0 +1,101 @@
+"""Deterministic column repairs on the demo database (BIRD superhero): what is fixed, what is left
+to the LLM, and that the repaired query returns the gold rows."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+
+from tagql.db import open_database
+from tagql.db.repair import repair_columns
+from tagql.errors import InvalidQuery
+from tagql.llm.scripted import ScriptedLLM
+from tagql.tag.query import QuerySynthesizer, prepare_sql
+
+
+@pytest.fixture(scope="module")
+def db(demo_db_path):
+    return open_database(demo_db_path)
+
+
+def repaired(sql: str, db) -> tuple[str, list[str]]:
+    tree = sqlglot.parse_one(sql, read="sqlite")
+    notes = repair_columns(tree, db.schema)
+    return tree.sql(dialect="sqlite"), notes
+
+
+def rows(db, sql: str) -> set:
+    return set(db.execute(sql).rows)
+
+
+def test_wrong_alias_is_requalified(db):
+    sql, notes = repaired(
+        "SELECT T2.power_name FROM superhero AS T1 JOIN hero_power AS T2 ON T1.id = T2.hero_id "
+        "JOIN superpower AS T3 ON T2.power_id = T3.id WHERE T1.superhero_name = '3-D Man'", db)
+    assert notes == ["T2.power_name -> T3.power_name"]
+    gold = ("SELECT T3.power_name FROM superhero AS T1 JOIN hero_power AS T2 ON T1.id = T2.hero_id "
+            "JOIN superpower AS T3 ON T2.power_id = T3.id WHERE T1.superhero_name = '3-D Man'")
+    assert rows(db, sql) == rows(db, gold) and len(rows(db, gold)) > 0
+
+
+def test_missing_join_is_added_through_the_one_foreign_key(db):
+    sql, notes = repaired(
+        "SELECT T1.superhero_name FROM superhero AS T1 WHERE T1.publisher_name = 'Marvel Comics' "
+        "AND T1.gender = 'Female'", db)
+    assert notes == ["T1.publisher_name -> T2.publisher_name (joined publisher)",
+                     "T1.gender -> T3.gender (joined gender)"]
+    gold = ("SELECT s.superhero_name FROM superhero s JOIN publisher p ON s.publisher_id = p.id "
+            "JOIN gender g ON s.gender_id = g.id WHERE p.publisher_name = 'Marvel Comics' AND g.gender = 'Female'")
+    assert rows(db, sql) == rows(db, gold) and len(rows(db, gold)) > 10
+
+
+def test_bare_columns_are_qualified_before_a_join_so_id_stays_unambiguous(db):
+    sql, notes = repaired("SELECT id FROM superhero WHERE race = 'Alien'", db)
+    assert notes == ["race -> race.race (joined race)"]
+    assert "superhero.id" in sql
+    assert rows(db, sql) == rows(db, "SELECT s.id FROM superhero s JOIN race r ON s.race_id = r.id WHERE r.race = 'Alien'")
+
+
+@pytest.mark.parametrize("sql", [
+    # three foreign keys lead to colour (eye, hair, skin): which one is meant is the LLM's call
+    "SELECT T1.superhero_name FROM superhero AS T1 WHERE T1.colour = 'Blue'",
+    # no table has the column
+    "SELECT T1.superhero_name FROM superhero AS T1 WHERE T1.nickname = 'x'",
+])
+def test_ambiguous_or_unknown_columns_are_left_alone(db, sql):
+    out, notes = repaired(sql, db)
+    assert notes == []
+    assert out == sqlglot.parse_one(sql, read="sqlite").sql(dialect="sqlite")
+    with pytest.raises(InvalidQuery):
+        prepare_sql(sql, db, repairs=[])
+
+
+def test_valid_and_correlated_queries_are_untouched(db):
+    sql = ("SELECT T1.id FROM superhero AS T1 WHERE T1.height_cm > (SELECT AVG(T2.height_cm) FROM superhero AS T2 "
+           "WHERE T2.race_id = T1.race_id)")
+    out, notes = repaired(sql, db)
+    assert notes == [] and out == sqlglot.parse_one(sql, read="sqlite").sql(dialect="sqlite")
+
+
+def test_user_sql_is_not_repaired_but_llm_sql_is_and_says_so(db):
+    wrong = "SELECT COUNT(*) FROM hero_power WHERE power_name = 'Flight'"
+    with pytest.raises(InvalidQuery):
+        prepare_sql(wrong, db)  # a user's own SQL is checked, never rewritten
+    llm = ScriptedLLM([wrong])
+    outcome = QuerySynthesizer(db, llm, retries=0).run("How many heroes can fly?")
+    assert len(llm.prompts) == 1  # no repair round trip to the LLM
+    assert outcome.result.notes[0] == "SQL repaired: power_name -> superpower.power_name (joined superpower)"
+    assert outcome.result.rows == db.execute(
+        "SELECT COUNT(*) FROM hero_power hp JOIN superpower sp ON hp.power_id = sp.id WHERE sp.power_name = 'Flight'"
+    ).rows
+
+
+def test_a_bridge_table_is_joined_and_the_question_picks_among_several_keys(db):
+    sql, notes = repaired("SELECT T1.full_name FROM superhero AS T1 WHERE T1.power_name = 'Flight'", db)
+    assert notes == ["T1.power_name -> T3.power_name (joined hero_power, superpower)"]
+    assert rows(db, sql) == rows(db, "SELECT s.full_name FROM superhero s JOIN hero_power hp ON s.id = hp.hero_id "
+                                     "JOIN superpower p ON hp.power_id = p.id WHERE p.power_name = 'Flight'")
+    wrong = "SELECT T1.superhero_name FROM superhero AS T1 WHERE T1.colour = 'Blue'"
+    tree = sqlglot.parse_one(wrong, read="sqlite")
+    assert repair_columns(tree, db.schema, "Which heroes have blue eyes?") == ["T1.colour -> T2.colour (joined colour)"]
+    assert "T1.eye_colour_id = T2.id" in tree.sql(dialect="sqlite")
