@@ -77,3 +77,10 @@ def test_column_under_the_wrong_alias_names_the_right_one() -> None:
 def test_garbage_is_invalid_not_unsafe() -> None:
     with pytest.raises(InvalidQuery):
         check("SELEC name FRM superhero")
+
+
+def test_a_misspelt_column_gets_a_did_you_mean() -> None:
+    with pytest.raises(InvalidQuery, match=r"no table has such a column \(did you mean publisher\.publisher_name or superhero\.publisher_id\?\)"):
+        check("SELECT publisher_nam FROM superhero")
+    with pytest.raises(InvalidQuery, match=r"has no column 'superhero_nme' \(did you mean superhero\.superhero_name\?\)"):
+        check("SELECT T1.superhero_nme FROM superhero AS T1")

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 
 import sqlglot
@@ -117,7 +118,11 @@ def _misqualified(name: str, tree: exp.Expression, schema: Schema) -> str | None
         if found is None or found.column(name) is not None:
             continue
         right = [a for a, t in alias_of.items() if (st := schema.table(t)) is not None and st.column(name) is not None]
-        where = f"; use {spelled[right[0]]}.{name} (table {alias_of[right[0]]})" if right else ""
+        if right:
+            where = f"; use {spelled[right[0]]}.{name} (table {alias_of[right[0]]})"
+        else:
+            near = _near_columns(name, schema, list(alias_of.values()))
+            where = f" (did you mean {' or '.join(near)}?)" if near else ""
         shown = f"{col.table} ({table})" if col.table.lower() != table.lower() else table
         return f"column {col.table}.{name}: table {shown} has no column '{name}'{where}"
     return None
@@ -142,4 +147,20 @@ def _explain_unknown_column(text: str, tree: exp.Expression, schema: Schema) -> 
             msg += f" (join {missing[0]})"
     else:
         msg += "; no table has such a column"
+        near = _near_columns(name, schema, used)
+        if near:
+            msg += f" (did you mean {' or '.join(near)}?)"
     return msg
+
+
+def _near_columns(name: str, schema: Schema, used: list[str]) -> list[str]:
+    """Real columns spelled like ``name`` (``superpower_id`` -> ``hero_power.power_id``), closest
+    first; for equally close names, those of the query's own tables first."""
+    owners: dict[str, list[str]] = {}
+    for t in schema.tables:
+        for c in t.columns:
+            owners.setdefault(c.name.lower(), []).append(f"{t.name}.{c.name}")
+    close = difflib.get_close_matches(name.lower(), list(owners), n=2, cutoff=0.75)
+    mine = {u.lower() for u in used}
+    found = [q for c in close for q in sorted(owners[c], key=lambda q: q.split(".")[0].lower() not in mine)]
+    return found[:2]
