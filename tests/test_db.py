@@ -64,6 +64,16 @@ def test_prompt_is_create_table_text_with_comments(demo_copy: Path) -> None:
     assert "e.g. 'ABC Studios'" in text
 
 
+def test_prompt_shows_no_sample_values_for_key_columns(shared_data: Path) -> None:
+    """student_club's keys are 17-character record ids: samples of them cost tokens and name nothing."""
+    schema = open_database(shared_data / "bird/dev_databases/student_club/student_club.sqlite").schema
+    assert schema.table("attendance").column("link_to_event").samples  # introspected ...
+    text = schema.to_prompt()
+    assert "'rec" not in text  # ... but not rendered, for primary or foreign keys
+    assert "e.g. 'Angela', 'Grant', 'Luisa'" in text  # other columns keep theirs
+    assert "commonsense evidence" not in text
+
+
 def test_select_runs_and_reports_columns(demo_copy: Path) -> None:
     r = open_database(demo_copy).execute("SELECT superhero_name, height_cm FROM superhero WHERE id <= 2 ORDER BY id")
     assert r.columns == ["superhero_name", "height_cm"]

@@ -77,6 +77,7 @@ class Schema:
         for t in self.tables:
             lines = []
             pk_cols = [c for c in t.columns if c.primary_key]
+            key_cols = {c.name.lower() for c in pk_cols} | {n.lower() for fk in t.foreign_keys for n in fk.columns}
             for c in t.columns:
                 decl = f"  {self.quote(c.name)} {c.type or 'TEXT'}".rstrip()
                 if c.primary_key and len(pk_cols) == 1:
@@ -86,11 +87,12 @@ class Schema:
                     desc = _one_line(c.description)
                     if desc and desc.lower().replace(" ", "_") != c.name.lower():
                         notes.append(desc)
-                if samples and c.samples:
+                # key values are join plumbing ('rec2N69DMcrqN9PJC'): many tokens, nothing a question names
+                if samples and c.samples and c.name.lower() not in key_cols:
                     notes.append("e.g. " + ", ".join(_sample(v) for v in c.samples))
                 if descriptions:
                     vdesc = _one_line(c.value_description)
-                    vdesc = re.sub(r"^commonsense (evidence|reasoning)\s*:\s*", "", vdesc, flags=re.IGNORECASE)
+                    vdesc = re.sub(r"\bcommonsense (evidence|reasoning)\s*:\s*", "", vdesc, flags=re.IGNORECASE)
                     if vdesc:
                         notes.append(vdesc)
                 comment = "; ".join(notes)
