@@ -62,7 +62,9 @@ def test_prompt_has_schema_first_then_question_and_statements(db_file: Path) -> 
     assert sql_prompt[0].role == "system" and "CREATE TABLE superhero (" in sql_prompt[0].content
     assert sql_prompt[1].content.startswith("Query: How many tall heroes are there?")
     assert "- 'tall heroes' refers to superhero.height_cm > 200" in sql_prompt[1].content
-    assert "SQLite format" in sql_prompt[1].content
+    assert sql_prompt[0].content.endswith("generate a single SQL in SQLite format. Do not include any extra text, "
+                                          "tag or information other than the SQL query itself.")
+    assert sql_prompt[1].content.endswith("\nSQL:")
     # the answer prompt carries the rows as data points
     assert "Data Point 1:\n- COUNT(*): 69" in tq.llm.prompts[1][1].content
     assert answer.values == [69] and answer.answer == "There are 69."

@@ -15,15 +15,20 @@ def dialect_name(dialect: str) -> str:
     return DIALECT_NAMES.get(dialect, dialect)
 
 
-def system_prompt(db_name: str, schema_text: str) -> str:
-    """The domain-knowledge paper's SQL-generation system prompt (DBA persona + schema)."""
+def system_prompt(db_name: str, schema_text: str, dialect: str = "sqlite") -> str:
+    """The domain-knowledge paper's SQL-generation prompt (DBA persona + schema + instruction).
+
+    The paper puts the instruction after the question; here it ends the system message, which
+    llama.cpp keeps evaluated per database, so its ~35 tokens are not re-read for every question."""
     return (
         "You are a database administrator. You have designed the following database for "
-        f"{db_name} whose schema is represented as:\n{schema_text}"
+        f"{db_name} whose schema is represented as:\n{schema_text}\n\n"
+        f"For each query, generate a single SQL in {dialect_name(dialect)} format. Do not include any "
+        "extra text, tag or information other than the SQL query itself."
     )
 
 
-def sql_user_prompt(question: str, statements: list[ScoredStatement], dialect: str) -> str:
+def sql_user_prompt(question: str, statements: list[ScoredStatement]) -> str:
     parts = [f"Query: {question}"]
     if statements:
         listed = "\n".join(f"- {s.render()}" for s in statements)
@@ -31,10 +36,7 @@ def sql_user_prompt(question: str, statements: list[ScoredStatement], dialect: s
             "Domain Knowledge statements, some of which might or might not be useful to generate the query:\n"
             + listed
         )
-    parts.append(
-        f"Generate a single SQL in {dialect_name(dialect)} format for the above query. Do not include any "
-        "extra text, tag or information other than the SQL query itself.\nSQL:"
-    )
+    parts.append("SQL:")
     return "\n".join(parts)
 
 

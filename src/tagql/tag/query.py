@@ -123,12 +123,12 @@ class QuerySynthesizer:
 
     def system_message(self) -> Message:
         schema = self.prompt_schema or self.db.schema
-        return system(prompts.system_prompt(self.db.name, schema.to_prompt()))
+        return system(prompts.system_prompt(self.db.name, schema.to_prompt(), self.db.dialect))
 
     def run(self, question: str, statements: list[ScoredStatement] | None = None) -> QueryOutcome:
         messages = [
             self.system_message(),
-            user(prompts.sql_user_prompt(question, statements or [], self.db.dialect)),
+            user(prompts.sql_user_prompt(question, statements or [])),
         ]
         attempts: list[Attempt] = []
         llm_s = exec_s = 0.0
