@@ -110,7 +110,7 @@ def summarize(records: list[dict], models: list[str], conditions: list[str], dbs
     """EX, errors and warm latency per model x condition x database (and over all databases)."""
     summary = {}
     table = Table(title="tagql ask on BIRD dev (execution accuracy, local model)")
-    for col in ("model", "condition", "db", "n", "EX", "errors", "retried", "warm p50 s", "warm p95 s"):
+    for col in ("model", "condition", "db", "n", "EX", "errors", "retried", "repaired", "warm p50 s", "warm p95 s"):
         table.add_column(col, justify="right")
     for model in models:
         for cond in conditions:
@@ -125,12 +125,13 @@ def summarize(records: list[dict], models: list[str], conditions: list[str], dbs
                     "ex": sum(r["correct"] for r in rs) / len(rs),
                     "errors": sum("error" in r for r in rs),
                     "retried": sum(r.get("retries", 0) > 0 for r in rs),
+                    "repaired": sum(bool(r.get("repairs")) for r in rs),
                     "warm_p50_s": pct(warm, 0.5),
                     "warm_p95_s": pct(warm, 0.95),
                 }
                 summary[f"{model}/{cond}/{db_id}"] = s
                 table.add_row(model, cond, db_id, str(s["n"]), f"{s['ex']:.3f}", str(s["errors"]),
-                              str(s["retried"]), f"{s['warm_p50_s']:.2f}", f"{s['warm_p95_s']:.2f}")
+                              str(s["retried"]), str(s["repaired"]), f"{s['warm_p50_s']:.2f}", f"{s['warm_p95_s']:.2f}")
     return summary, table
 
 
@@ -169,14 +170,16 @@ def ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, pro
                 try:
                     answer = session.ask(q["question"])
                     rec.update(sql=answer.sql, timings=answer.timings, tokens=answer.tokens,
-                               retries=len(answer.attempts) - 1)
+                               retries=len(answer.attempts) - 1,
+                               repairs=[n for n in answer.notes if n.startswith("SQL repaired")])
                     try:
                         gold = gold_db.execute(q["SQL"], timeout_s=60, row_cap=1_000_000).rows
                         rec["correct"] = rows_match([tuple(r) for r in answer.rows], gold) and not answer.truncated
                     except TagqlError as exc:
                         rec.update(correct=False, gold_error=exc.one_line())
                 except TagqlError as exc:
-                    rec.update(correct=False, error=exc.one_line())
+                    rec.update(correct=False, error=exc.one_line(),
+                               attempts=[vars(a) for a in getattr(exc, "attempts", [])])
                 rec["wall_s"] = round(time.perf_counter() - start, 3)
                 if f"{model}/{db_id}" not in first_question_s:
                     first_question_s[f"{model}/{db_id}"] = rec["wall_s"]
