@@ -99,3 +99,21 @@ def test_a_bridge_table_is_joined_and_the_question_picks_among_several_keys(db):
     tree = sqlglot.parse_one(wrong, read="sqlite")
     assert repair_columns(tree, db.schema, "Which heroes have blue eyes?") == ["T1.colour -> T2.colour (joined colour)"]
     assert "T1.eye_colour_id = T2.id" in tree.sql(dialect="sqlite")
+
+
+def test_constants_are_respelt_to_the_one_stored_value_they_match(db):
+    notes: list[str] = []
+    sql = prepare_sql("SELECT COUNT(*) FROM superhero AS s JOIN gender AS g ON s.gender_id = g.id "
+                      "WHERE g.gender = 'female ' AND s.superhero_name IN ('batman', 'Superman')", db, repairs=notes)
+    assert notes == ["'female ' -> 'Female' (gender.gender)", "'batman' -> 'Batman' (superhero.superhero_name)"]
+    assert db.execute(sql).rows == db.execute(
+        "SELECT COUNT(*) FROM superhero s JOIN gender g ON s.gender_id = g.id "
+        "WHERE g.gender = 'Female' AND s.superhero_name IN ('Batman', 'Superman')").rows
+
+
+def test_constants_the_data_does_not_hold_are_kept_and_user_sql_is_never_respelt(db):
+    notes: list[str] = []
+    sql = "SELECT COUNT(*) FROM superhero WHERE superhero_name = 'Nobody Man'"
+    assert prepare_sql(sql, db, repairs=notes) == sql and notes == []
+    assert prepare_sql("SELECT COUNT(*) FROM gender WHERE gender = 'female'", db) == \
+        "SELECT COUNT(*) FROM gender WHERE gender = 'female'"

@@ -13,16 +13,26 @@ under the wrong table:
 Anything ambiguous (two candidate tables, two foreign keys such as eye/hair colour) is left alone: the
 validation error then goes back to the LLM. A repair only touches a query that would otherwise be
 rejected, and every repair is reported as a note, so a user sees what changed.
+
+3. **Value spelling** (:func:`repair_values`, needs the data): ``element = 'Cl'`` where the column only
+   holds ``'cl'``. A string constant compared with a column that does not contain it, but contains
+   exactly one value equal to it up to case and surrounding spaces, becomes that value. Models write
+   constants as the world spells them; the data often spells them otherwise.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from tagql.db.schema import Schema, Table
+from tagql.errors import TagqlError
+
+if TYPE_CHECKING:
+    from tagql.db.connection import Database
 
 
 @dataclass
@@ -228,3 +238,83 @@ def _qualify_bare_columns(select: exp.Select, sources: list[_Source]) -> None:
     for col in _own_columns(select):
         if not col.table and col.name and only.table.column(col.name) is not None:
             col.set("table", exp.to_identifier(only.alias))
+
+
+def repair_values(tree: exp.Expression, db: Database, *, max_lookups: int = 16, timeout_s: float = 2.0) -> list[str]:
+    """Respell string constants compared with a column (``=``, ``<>``, ``IN``) to the one stored value
+    they match up to case and spaces; return one note per change. Each constant costs one indexed-or-
+    scanned lookup under ``timeout_s``; lookups that fail or time out change nothing."""
+    schema = db.schema
+    notes: list[str] = []
+    budget = [max_lookups]
+    for select in list(tree.find_all(exp.Select)):
+        sources = _sources(select, schema)
+        if not sources:
+            continue
+        for node in list(select.find_all(exp.EQ, exp.NEQ, exp.In)):
+            if node.find_ancestor(exp.Select) is not select:
+                continue
+            column, literals = _compared(node)
+            if column is None:
+                continue
+            owner = _owner(column, sources)
+            if owner is None:
+                continue
+            for lit in literals:
+                if budget[0] <= 0:
+                    return notes
+                stored = _stored_spelling(db, owner.table.name, column.name, lit.this, budget, timeout_s)
+                if stored is not None and stored != lit.this:
+                    lit.replace(exp.Literal.string(stored))
+                    notes.append(f"'{lit.this}' -> '{stored}' ({owner.table.name}.{column.name})")
+    return notes
+
+
+def _compared(node: exp.Expression) -> tuple[exp.Column | None, list[exp.Literal]]:
+    """The column and the string constants of ``col = 'x'``, ``'x' = col`` or ``col IN ('x', 'y')``."""
+    if isinstance(node, exp.In):
+        values = node.expressions
+        if isinstance(node.this, exp.Column) and values and all(_is_string(v) for v in values):
+            return node.this, list(values)
+        return None, []
+    left, right = node.this, node.expression
+    if isinstance(left, exp.Column) and _is_string(right):
+        return left, [right]
+    if isinstance(right, exp.Column) and _is_string(left):
+        return right, [left]
+    return None, []
+
+
+def _is_string(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string
+
+
+def _owner(column: exp.Column, sources: list[_Source]) -> _Source | None:
+    if column.table:
+        found = next((s for s in sources if s.alias.lower() == column.table.lower()), None)
+        return found if found is not None and found.table.column(column.name) is not None else None
+    having = [s for s in sources if s.table.column(column.name) is not None]
+    return having[0] if len(having) == 1 else None
+
+
+def _stored_spelling(db: Database, table: str, column: str, value: str, budget: list[int],
+                     timeout_s: float) -> str | None:
+    """``value`` if the column holds it, else the one stored value equal to it ignoring case and
+    surrounding spaces, else None."""
+    col = exp.column(column, quoted=True)
+    src = exp.to_table(table, quoted=True)
+    exact = exp.select("1").from_(src).where(exp.EQ(this=col, expression=exp.Literal.string(value))).limit(1)
+    folded = exp.func("LOWER", exp.func("TRIM", col.copy()))
+    loose = (exp.select(col.copy()).distinct().from_(src.copy())
+             .where(exp.EQ(this=folded, expression=exp.Literal.string(value.strip().lower()))).limit(2))
+    try:
+        budget[0] -= 1
+        if db.execute(exact.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=1).rows:
+            return value
+        budget[0] -= 1
+        rows = db.execute(loose.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=2).rows
+    except TagqlError:
+        return None
+    if len(rows) == 1 and isinstance(rows[0][0], str):
+        return rows[0][0]
+    return None

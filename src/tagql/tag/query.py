@@ -15,7 +15,7 @@ import sqlglot
 
 from tagql.db.connection import Database, Result
 from tagql.db.schema import Schema
-from tagql.db.repair import repair_columns
+from tagql.db.repair import repair_columns, repair_values
 from tagql.db.safety import fix_sqlite_double_quoted_strings, parse_read_only, validate_against_schema
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery
 from tagql.knowledge import ScoredStatement
@@ -83,8 +83,8 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     """Check and normalise ``sql`` for ``db``: read-only, right dialect, known tables/columns.
 
     SQL written in SQLite style for a server database is transpiled with sqlglot. With ``repairs``
-    (a list to append notes to), columns under the wrong table are fixed first (LLM-written SQL only:
-    see ``db/repair.py``; ``question`` helps choose a join). Returns the SQL to execute."""
+    (a list to append notes to), columns under the wrong table and misspelt constants are fixed (LLM-
+    written SQL only: see ``db/repair.py``; ``question`` helps choose a join). Returns the SQL to execute."""
     schema = db.schema
     try:
         tree = parse_read_only(sql, db.dialect)
@@ -104,6 +104,8 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     if repairs is not None:
         repairs += repair_columns(tree, schema, question)
     validate_against_schema(tree, schema)
+    if repairs is not None:
+        repairs += repair_values(tree, db)
     after = tree.sql(dialect=db.dialect)
     return after if after != before else sql
 
