@@ -134,7 +134,10 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine) -> tuple[str, lis
     """Check everything before running: returns (prepared SQL, the columns before each operator)."""
     register_lm_functions(db, engine)
     try:
-        sql = prepare_sql(plan.sql, db)
+        repairs: list[str] = []
+        sql = prepare_sql(plan.sql, db, repairs=repairs)
+        if repairs:  # the plan shown is the plan that runs
+            plan.sql = sql
         probe = db.execute(f"SELECT * FROM ({sql}) AS plan_probe LIMIT 0")
     except (InvalidQuery, UnsafeQuery, QueryFailed) as exc:
         raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}") from exc
