@@ -1,4 +1,5 @@
-"""Plain greedy decoding vs prompt-lookup decoding on the LLM calls `tagql ask` really makes.
+"""Plain greedy decoding vs prompt-lookup decoding (fixed and adaptive draft lengths) on the LLM
+calls `tagql ask` really makes.
 
 Asks the first N BIRD dev questions of each database once (with the dataset's evidence), records
 every LLM call (SQL generation, repair, answer), then replays each call with both decoders from the
@@ -37,6 +38,7 @@ from tagql.pipeline import TagQL
 
 DATA = Path(os.environ.get("TAGQL_SHARED_DATA", ROOT.parent / "shared" / "data"))
 DBS = ["student_club", "superhero", "toxicology"]
+MODES = ("plain", "fixed", "lookup")  # lookup = adaptive draft lengths (the default); fixed = up to 10 always
 
 
 class Recorder:
@@ -82,52 +84,53 @@ def main() -> None:
         task = progress.add_task("replaying", total=len(calls))
         for db_id, i, messages, kw in calls:
             rec = {"db": db_id, "kind": "sql" if i == 0 else "later"}
-            for mode in ("plain", "lookup"):
-                llm.lookup_decoding = mode == "lookup"
+            for mode in MODES:
+                llm.lookup_decoding = mode != "plain"
+                llm.adaptive_drafts = mode == "lookup"
                 _rewind_to_system_prefix(llm, messages)
                 before = (llm.lookup.drafted, llm.lookup.accepted)
                 llm.lookup.trace = []
                 start = time.perf_counter()
                 out = llm.complete(messages, **kw)
                 rec[mode] = {"s": time.perf_counter() - start, "tokens": out.completion_tokens, "text": out.text}
-                if mode == "lookup":
-                    rec["drafted"] = llm.lookup.drafted - before[0]
-                    rec["accepted"] = llm.lookup.accepted - before[1]
-                    rec["drafts"] = llm.lookup.trace  # (matched n-gram, drafted, accepted) per draft
+                if mode != "plain":
+                    rec[mode].update(drafted=llm.lookup.drafted - before[0], accepted=llm.lookup.accepted - before[1],
+                                     drafts=llm.lookup.trace)  # (matched n-gram, drafted, accepted) per draft
                 llm.lookup.trace = None
             records.append(rec)
             progress.advance(task)
-    llm.lookup_decoding = True
+    llm.lookup_decoding, llm.adaptive_drafts = True, True
 
-    table = Table(title="decoding: plain greedy vs prompt lookup (same calls, same model)")
-    for col in ("calls", "plain s/call", "lookup s/call", "speed-up", "plain tok/s", "lookup tok/s",
-                "accepted/drafted", "same output"):
+    table = Table(title="decoding: plain greedy vs prompt lookup, fixed and adaptive drafts (same calls, same model)")
+    for col in ("calls", "plain s/call", "fixed s/call", "adaptive s/call", "fixed speed-up", "adaptive speed-up",
+                "plain tok/s", "adaptive tok/s", "accepted/drafted fixed", "adaptive", "same output"):
         table.add_column(col, justify="right")
     summary = {}
     for kind in ("sql", "later", "all"):
         rs = [r for r in records if kind == "all" or r["kind"] == kind]
         if not rs:
             continue
-        p = sum(r["plain"]["s"] for r in rs)
-        lk = sum(r["lookup"]["s"] for r in rs)
-        toks = sum(r["plain"]["tokens"] for r in rs)
-        s = {
-            "calls": len(rs), "plain_s_per_call": p / len(rs), "lookup_s_per_call": lk / len(rs),
-            "speedup": p / lk, "median_call_speedup": statistics.median(r["plain"]["s"] / r["lookup"]["s"] for r in rs),
-            "plain_tok_s": toks / p, "lookup_tok_s": sum(r["lookup"]["tokens"] for r in rs) / lk,
-            "acceptance": sum(r["accepted"] for r in rs) / max(1, sum(r["drafted"] for r in rs)),
-            "same_output": sum(r["plain"]["text"] == r["lookup"]["text"] for r in rs) / len(rs),
-        }
+        secs = {m: sum(r[m]["s"] for r in rs) for m in MODES}
+        s = {"calls": len(rs), "plain_tok_s": sum(r["plain"]["tokens"] for r in rs) / secs["plain"]}
+        for m in MODES:
+            s[f"{m}_s_per_call"] = secs[m] / len(rs)
+        for m in MODES[1:]:
+            s[f"{m}_speedup"] = secs["plain"] / secs[m]
+            s[f"{m}_median_call_speedup"] = statistics.median(r["plain"]["s"] / r[m]["s"] for r in rs)
+            s[f"{m}_tok_s"] = sum(r[m]["tokens"] for r in rs) / secs[m]
+            s[f"{m}_acceptance"] = sum(r[m]["accepted"] for r in rs) / max(1, sum(r[m]["drafted"] for r in rs))
+            s[f"{m}_same_output"] = sum(r["plain"]["text"] == r[m]["text"] for r in rs) / len(rs)
         summary[kind] = s
-        table.add_row(f"{kind} ({s['calls']})", f"{s['plain_s_per_call']:.2f}", f"{s['lookup_s_per_call']:.2f}",
-                      f"{s['speedup']:.2f}x", f"{s['plain_tok_s']:.1f}", f"{s['lookup_tok_s']:.1f}",
-                      f"{s['acceptance']:.2f}", f"{s['same_output']:.0%}")
+        table.add_row(f"{kind} ({s['calls']})", *(f"{s[f'{m}_s_per_call']:.2f}" for m in MODES),
+                      f"{s['fixed_speedup']:.2f}x", f"{s['lookup_speedup']:.2f}x", f"{s['plain_tok_s']:.1f}",
+                      f"{s['lookup_tok_s']:.1f}", f"{s['fixed_acceptance']:.2f}", f"{s['lookup_acceptance']:.2f}",
+                      f"{min(s['fixed_same_output'], s['lookup_same_output']):.0%}")
     console.print(table)
-    by_n = Table(title="drafts by matched n-gram length")
+    by_n = Table(title="adaptive drafts by matched n-gram length")
     for col in ("kind", "n-gram", "drafts", "first token accepted", "mean accepted"):
         by_n.add_column(col, justify="right")
     for kind in ("sql", "later"):
-        drafts = [d for r in records if r["kind"] == kind for d in r["drafts"]]
+        drafts = [d for r in records if r["kind"] == kind for d in r["lookup"]["drafts"]]
         for n in sorted({d[0] for d in drafts}):
             ds = [d for d in drafts if d[0] == n]
             by_n.add_row(kind, str(n), str(len(ds)), f"{sum(d[2] > 0 for d in ds) / len(ds):.0%}",

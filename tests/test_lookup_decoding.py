@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tagql.llm.lookup import find_draft
+from tagql.llm.lookup import find_draft, next_draft_length
 
 
 def draft_tokens(history, **kw) -> list[int]:
@@ -33,6 +33,21 @@ def test_draft_is_capped() -> None:
     history = np.array([1, 2, 3, 4, 5, 6, 7, 8, 1, 2])
     assert draft_tokens(history, min_ngram=2, max_draft=4) == [3, 4, 5, 6]
     assert draft_tokens(history, min_ngram=2, max_draft=0) == []
+
+
+@pytest.mark.parametrize(
+    ("current", "drafted", "accepted", "expected"),
+    [
+        (4, 4, 4, 8),   # all accepted: double
+        (8, 8, 8, 10),  # ... up to the cap
+        (8, 8, 2, 3),   # partly: one more than the accepted run
+        (4, 4, 0, 2),   # rejected at once: halve
+        (1, 1, 0, 1),   # ... never below one
+        (4, 0, 0, 4),   # no draft this step: unchanged
+    ],
+)
+def test_draft_length_follows_acceptance(current, drafted, accepted, expected) -> None:
+    assert next_draft_length(current, drafted, accepted, max_draft=10) == expected
 
 
 @pytest.mark.model

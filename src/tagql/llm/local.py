@@ -153,6 +153,7 @@ class LocalLLM:
         self.seed = seed
         self.lookup_decoding = lookup_decoding
         self.lookup = LookupStats()  # running totals of prompt-lookup drafting
+        self.adaptive_drafts = True  # draft lengths follow acceptance (False: always up to 10; for benchmarks)
         self.usage = Usage()
         self._llama, self._prefixes, self._lock = _load(self.path, n_ctx, n_threads or os.cpu_count() or 2, seed)
         self._formatter, self._prefix_formatter = _formatters(self._llama)
@@ -207,6 +208,7 @@ class LocalLLM:
                 text, n_out, stats = greedy_generate(
                     self._llama, tokens, max_tokens=max_tokens, stop=stops,
                     stats=LookupStats(trace=[] if self.lookup.trace is not None else None),
+                    adaptive=self.adaptive_drafts,
                 )
                 self.lookup.add(stats)
             else:

@@ -4,8 +4,9 @@ SQL and answers copy a lot from their prompt: table and column names from the sc
 the result rows. At temperature 0 we guess the next tokens by finding the latest earlier occurrence
 of the last few generated tokens in prompt + output and proposing what followed it, then verify the
 guess in one batch. On this 2-core CPU one batch of 8 tokens costs about 2.5 single-token steps, so
-every accepted run of tokens is nearly free. Greedy verification keeps the output the model's own
-argmax choice at every position.
+an accepted run of tokens is nearly free but a rejected long draft is not: draft lengths adapt to
+how the previous drafts fared. Greedy verification keeps the output the model's own argmax choice
+at every position.
 
 llama-cpp-python's built-in ``LlamaPromptLookupDecoding`` needs ``logits_all``, which allocates
 ``n_ctx x n_vocab`` floats (5 GB at 8k context) and copies logits for every prompt token; here only
@@ -62,15 +63,31 @@ def find_draft(
     return 0, []
 
 
+def next_draft_length(current: int, drafted: int, accepted: int, max_draft: int) -> int:
+    """Adapt the draft length to how drafts fare: every drafted token widens the verify batch (about
+    +6 ms each here), so a long draft only pays where long runs get accepted (copied values, a
+    repeated join clause). Fully accepted: double; partly: one more than what was accepted; rejected
+    at once: halve."""
+    if drafted == 0:
+        return current
+    if accepted == drafted:
+        return min(max_draft, current * 2)
+    if accepted:
+        return min(max_draft, accepted + 1)
+    return max(1, current // 2)
+
+
 def greedy_generate(
     llama: Any, prompt: list[int], *, max_tokens: int, stop: list[str], max_draft: int = 10, min_ngram: int = MIN_NGRAM,
-    stats: LookupStats | None = None,
+    stats: LookupStats | None = None, adaptive: bool = True, first_draft: int = 4,
 ) -> tuple[str, int, LookupStats]:
     """Generate greedily after ``prompt`` on ``llama`` (a ``llama_cpp.Llama``), reusing its KV cache.
 
     Returns the text (cut before the first stop string), the number of generated tokens and the
     drafting statistics. ``llama.input_ids``/``n_tokens`` are kept in step with the KV cache so the
-    next call (or llama-cpp-python's own ``generate``) reuses the common prefix.
+    next call (or llama-cpp-python's own ``generate``) reuses the common prefix. With ``adaptive``,
+    drafts start at ``first_draft`` tokens and follow :func:`next_draft_length`; otherwise every
+    draft may be ``max_draft`` long.
     """
     import llama_cpp
 
@@ -113,8 +130,9 @@ def greedy_generate(
         return _first_stop(llama.detokenize(out).decode("utf-8", errors="ignore"), stop) is not None
 
     pending = argmax(-1)  # the next token: chosen, not yet in the KV cache
+    draft_len = min(first_draft, max_draft) if adaptive else max_draft
     while commit(pending) and not stopped() and llama.n_tokens + 2 < llama.n_ctx():
-        room = min(max_draft, max_tokens - len(out), llama.n_ctx() - llama.n_tokens - 2)
+        room = min(draft_len, max_tokens - len(out), llama.n_ctx() - llama.n_tokens - 2)
         matched, draft = find_draft(history[:n_hist], max_draft=room, min_ngram=min_ngram) if room > 0 else (0, [])
         batch = [pending, *draft]
         n_past = llama.n_tokens
@@ -129,6 +147,8 @@ def greedy_generate(
             accepted += 1
             pending = argmax(accepted)
         stats.accepted += accepted
+        if adaptive:
+            draft_len = next_draft_length(draft_len, len(draft), accepted, max_draft)
         if stats.trace is not None and draft:
             stats.trace.append((matched, len(draft), accepted))
         # the KV cache keeps the previous pending token and the accepted drafts, not the rejected ones
