@@ -61,8 +61,8 @@ class DatabaseSettings(BaseModel):
 class AnswerSettings(BaseModel):
     """Budget for the answer-generation prompt: how much of the result the LM sees."""
 
-    max_rows_in_prompt: int = 30
-    max_chars_in_prompt: int = 6000
+    max_rows_in_prompt: int = 20
+    max_chars_in_prompt: int = 3000  # ~900 tokens; every prompt token costs time on a CPU
     max_answer_tokens: int = 160
     max_sql_tokens: int = 384
     sql_retries: int = 1
