@@ -84,3 +84,10 @@ def test_a_misspelt_column_gets_a_did_you_mean() -> None:
         check("SELECT publisher_nam FROM superhero")
     with pytest.raises(InvalidQuery, match=r"has no column 'superhero_nme' \(did you mean superhero\.superhero_name\?\)"):
         check("SELECT T1.superhero_nme FROM superhero AS T1")
+
+
+def test_an_unknown_table_says_what_it_probably_meant() -> None:
+    with pytest.raises(InvalidQuery, match=r"unknown table 'publishers' \(did you mean publisher\?\)"):
+        check("SELECT * FROM publishers")
+    with pytest.raises(InvalidQuery, match=r"unknown table 'publisher_name' \(publisher\.publisher_name is a column\)"):
+        check("SELECT * FROM publisher_name")

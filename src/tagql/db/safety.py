@@ -66,7 +66,7 @@ def validate_against_schema(tree: exp.Expression, schema: Schema) -> None:
     for name in sorted(referenced_tables(tree)):
         if schema.table(name) is None:
             known = ", ".join(schema.table_names[:30])
-            raise InvalidQuery(f"unknown table '{name}'; the tables are: {known}")
+            raise InvalidQuery(f"unknown table '{name}'{_unknown_table_hint(name, schema)}; the tables are: {known}")
     try:
         qualify(
             tree.copy(), schema=schema.mapping(), dialect=schema.dialect,
@@ -79,6 +79,20 @@ def validate_against_schema(tree: exp.Expression, schema: Schema) -> None:
         # other optimizer limitations are not proof the query is wrong: the database decides
     except (ParseError, KeyError, ValueError, TypeError, AttributeError):
         pass  # sqlglot cannot qualify some valid constructs; execution will tell
+
+
+def _unknown_table_hint(name: str, schema: Schema) -> str:
+    """What a made-up table name probably meant: a table spelled alike (``superhero_power`` ->
+    hero_power) or a column of that name (``department`` is a column of major)."""
+    low = name.lower()
+    columns = [f"{t.name}.{c.name}" for t in schema.tables for c in t.columns
+               if c.name.lower() in (low, f"{low}_id")]
+    if columns:
+        return f" ({' and '.join(columns[:2])} {'is a column' if len(columns) == 1 else 'are columns'})"
+    tables = difflib.get_close_matches(low, [t.lower() for t in schema.table_names], n=1, cutoff=0.7)
+    if tables:
+        return f" (did you mean {schema.table(tables[0]).name}?)"  # type: ignore[union-attr]
+    return ""
 
 
 def _first_line(exc: BaseException) -> str:
