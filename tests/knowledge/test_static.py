@@ -162,3 +162,31 @@ def test_damaged_cache_file_is_rebuilt(static_model, tmp_path, monkeypatch):
     first.path.write_bytes(b"not a numpy file")
     rebuilt = static.load_static(tmp_path)
     assert calls == [1, 1] and np.array_equal(rebuilt.vectors, first.vectors)
+
+
+def test_plural_folding_in_bm25():
+    from tagql.knowledge.retrieval import stem
+
+    assert [stem(w) for w in ["elements", "carbons", "bodies", "class", "status", "gas", "analysis"]] == [
+        "element", "carbon", "body", "class", "status", "gas", "analysis"]
+    c = corpus_of(["'carbon' refers to atom.element = 'c'", "'sodium atoms' refers to atom.element = 'na'"])
+    assert c.bm25("How many carbons are there?")[0] == 0.0  # plain BM25: 'carbons' is not 'carbon'
+    folded = c.stemmed_bm25("How many carbons are there?")
+    assert folded[0] > 0.0 and folded[1] == 0.0
+    assert c.stemmed_bm25("one sodium atom")[1] > 0.0  # folded on the statement side too
+
+
+@pytest.mark.parametrize(("question", "first"), [
+    ("How many bonds are created by bonding atoms with chlorine element?", "chlorine"),
+    ("Is Chlorine in molecule TR001?", "Chlorine"),
+])
+def test_same_letter_case_breaks_the_tie_between_case_variants(static_model, question, first):
+    """Two statements whose texts differ only in letter case score the same on every case-folded
+    signal; the one the question spells the same way comes first, whichever is stored first."""
+    variants = ["'Chlorine' refers to atom.element = 'cl'", "'chlorine' refers to atom.element = 'cl'"]
+    for order in (variants, variants[::-1]):
+        r = IndexRetriever(corpus_of(order + TOX), StaticHybridMethod(model=static_model))
+        assert r.retrieve(question, k=1)[0].text == first
+        # without the case signal it is a tie, and the tie goes to repository order
+        plain = IndexRetriever(corpus_of(order + TOX), StaticHybridMethod(model=static_model, w_case=0.0))
+        assert plain.retrieve(question, k=1)[0].text == parse_structured(order[0]).text

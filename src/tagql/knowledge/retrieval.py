@@ -21,7 +21,8 @@ Methods:
 - ``hybrid-static``: the same fusion with a static token-embedding model distilled from MiniLM
   (:mod:`tagql.knowledge.static`): window embeddings are prefix-sum means of token vectors, so no
   transformer runs per question (~1 ms at 188 statements), plus a bonus when a statement's whole
-  text part occurs verbatim in the question.
+  text part occurs verbatim in the question (a smaller one when it occurs with the same letter
+  case), and BM25 over plural-folded tokens ("elements" matches "element").
 
 The per-question path is vectorised (BM25 by one gather + bincount, phrase bonuses through an index
 keyed by first token, partial sorting of the top candidates), so it does not loop over statements.
@@ -84,25 +85,11 @@ class Corpus:
             self.ids = list(range(n))
         self.lengths = np.array([max(1, len(words(t))) for t in self.texts], dtype=np.int32)
         self._tok = [tokens(t) for t in self.texts]
-        df: Counter[str] = Counter()
-        for toks in self._tok:
-            df.update(set(toks))
-        self.idf = {w: math.log((n - c + 0.5) / (c + 0.5) + 1.0) for w, c in df.items()}
-        self._dl = np.array([len(t) for t in self._tok], dtype=np.float32)
-        self._avgdl = float(self._dl.mean()) if n else 1.0
-        # inverted index: token -> (statement indices, BM25 term weights), weights precomputed so a
-        # question costs one gather per distinct question token and one bincount
-        post: dict[str, tuple[list[int], list[int]]] = {}
-        for i, toks in enumerate(self._tok):
-            for w, c in Counter(toks).items():
-                p = post.setdefault(w, ([], []))
-                p[0].append(i)
-                p[1].append(c)
-        norm = self.k1 * (1 - self.b + self.b * self._dl / max(self._avgdl, 1e-6))
-        self._post = {}
-        for w, (ix, tf) in post.items():
-            ixa, tfa = np.array(ix, dtype=np.int64), np.array(tf, dtype=np.float32)
-            self._post[w] = (ixa, (self.idf[w] * tfa * (self.k1 + 1) / (tfa + norm[ixa])).astype(np.float32))
+        # inverted index with precomputed BM25 term weights: a question costs one gather per
+        # distinct question token and one bincount
+        self._bm25 = _BM25(self._tok, self.k1, self.b)
+        self._stem_bm25: _BM25 | None = None  # the same over plural-folded tokens, built on first use
+        self._case_index: _PhraseIndex | None = None
         self._literals = [sql_literals(s) for s in self.sqls]
         # phrase indexes: first token -> [(the phrase's tokens, statement index)], for the SQL
         # snippet's quoted word-constants and for the whole text part
@@ -144,13 +131,13 @@ class Corpus:
     # -- lexical ---------------------------------------------------------------------------------
     def bm25(self, question: str) -> np.ndarray:
         """Okapi BM25 of the question (each occurrence of a question token counts) for every statement."""
-        qtf = Counter(tokens(question))
-        hits = [(self._post[w], c) for w, c in qtf.items() if w in self._post]
-        if not hits:
-            return np.zeros(len(self), dtype=np.float32)
-        ix = np.concatenate([p[0] for p, _ in hits])
-        wt = np.concatenate([p[1] * c if c != 1 else p[1] for p, c in hits])
-        return np.bincount(ix, weights=wt, minlength=len(self)).astype(np.float32)
+        return self._bm25.score(tokens(question), len(self))
+
+    def stemmed_bm25(self, question: str) -> np.ndarray:
+        """:meth:`bm25` over plural-folded tokens ("elements" matches "element", "carbons" "carbon")."""
+        if self._stem_bm25 is None:
+            self._stem_bm25 = _BM25([[stem(w) for w in t] for t in self._tok], self.k1, self.b)
+        return self._stem_bm25.score([stem(w) for w in tokens(question)], len(self))
 
     def literal_hits(self, question: str, candidates: np.ndarray) -> np.ndarray:
         """1.0 where a quoted word-constant of the statement's SQL occurs in the question (token-wise)."""
@@ -159,6 +146,64 @@ class Corpus:
     def text_hits(self, question: str, candidates: np.ndarray) -> np.ndarray:
         """1.0 where the statement's whole text part occurs verbatim (token-wise) in the question."""
         return _phrase_hits(self._text_index, tokens(question), candidates)
+
+    def case_hits(self, question: str, candidates: np.ndarray) -> np.ndarray:
+        """1.0 where the statement's whole text part occurs in the question with the same letter case
+        ('chlorine' in "atoms with chlorine element", not 'Chlorine'): a tie-break between statements
+        whose text parts differ only in case."""
+        if self._case_index is None:
+            self._case_index = _phrase_index((cased_tokens(t), i) for i, t in enumerate(self.texts))
+        return _phrase_hits(self._case_index, cased_tokens(question), candidates)
+
+
+_CASED = re.compile(r"\w+")
+
+
+def cased_tokens(text: str) -> list[str]:
+    """``\\w+`` tokens of the canonical text, letter case kept."""
+    return _CASED.findall(canonicalise(text))
+
+
+def stem(w: str) -> str:
+    """Plural folding only: 'elements' -> 'element', 'bodies' -> 'body' (not 'class', 'gas')."""
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    return w
+
+
+class _BM25:
+    """Okapi BM25 over pre-tokenised documents: token -> (document indices, term weights), so a
+    question costs one gather per distinct token and one bincount."""
+
+    def __init__(self, docs: list[list[str]], k1: float, b: float) -> None:
+        n = len(docs)
+        df: Counter[str] = Counter()
+        for d in docs:
+            df.update(set(d))
+        dl = np.array([len(d) for d in docs], dtype=np.float32)
+        avg = float(dl.mean()) if n and dl.mean() > 0 else 1.0
+        norm = k1 * (1 - b + b * dl / avg)
+        post: dict[str, tuple[list[int], list[int]]] = {}
+        for i, d in enumerate(docs):
+            for w, c in Counter(d).items():
+                p = post.setdefault(w, ([], []))
+                p[0].append(i)
+                p[1].append(c)
+        self.post = {}
+        for w, (ix, tf) in post.items():
+            idf = math.log((n - df[w] + 0.5) / (df[w] + 0.5) + 1.0)
+            ixa, tfa = np.array(ix, dtype=np.int64), np.array(tf, dtype=np.float32)
+            self.post[w] = (ixa, (idf * tfa * (k1 + 1) / (tfa + norm[ixa])).astype(np.float32))
+
+    def score(self, qtoks: list[str], n: int) -> np.ndarray:
+        hits = [(self.post[w], c) for w, c in Counter(qtoks).items() if w in self.post]
+        if not hits:
+            return np.zeros(n, dtype=np.float32)
+        ix = np.concatenate([p[0] for p, _ in hits])
+        wt = np.concatenate([p[1] * c for p, c in hits])
+        return np.bincount(ix, weights=wt, minlength=n).astype(np.float32)
 
 
 class _PhraseIndex:
@@ -435,15 +480,23 @@ class StaticHybridMethod(HybridMethod):
     of running MiniLM per window: every window's embedding is a mean of static token vectors from
     prefix sums over the question, statements are embedded by the same model once per corpus. The
     first stage (BM25 + static whole-question cosine), the BM25 and literal fusion and the
-    SQL-diversity re-ranking are ``hybrid``'s. No transformer runs per question."""
+    SQL-diversity re-ranking are ``hybrid``'s. No transformer runs per question.
+
+    Lexical extras over ``hybrid``: ``w_text`` when the statement's whole text part occurs in the
+    question; ``stem`` folds plurals on both sides of BM25 ("How many carbons" reaches 'carbon',
+    "What elements" the 'atom.element' statements' texts); ``w_case`` (small, a tie-break) when the
+    text part occurs with the same letter case, so of two statements whose texts differ only in case
+    ('Chlorine' / 'chlorine', both kept by their authors) the one the question's spelling matches
+    ranks first. Measured effect and how the weights were chosen: docs/knowledge.md."""
 
     def __init__(self, n: int = 2, w_bm25: float = 0.3, w_literal: float = 0.1, candidates: int = 256,
                  max_window: int = 12, diversity: float = 0.3, w_text: float = 0.1,
+                 w_case: float = 0.01, stem: int = 1,
                  model=None) -> None:  # noqa: ANN001
         super().__init__(n=n, w_bm25=w_bm25, w_literal=w_literal, candidates=candidates,
                          max_window=max_window, diversity=diversity)
         self.name, self.needs_embedder = "hybrid-static", False
-        self.w_text = w_text
+        self.w_text, self.w_case, self.stem = w_text, w_case, stem
         self._model = model
 
     @property
@@ -475,7 +528,7 @@ class StaticHybridMethod(HybridMethod):
             return np.arange(0), np.zeros(0, dtype=np.float32)
         model = self.model
         stmt = corpus.static_embeddings(model)
-        bm = corpus.bm25(question)
+        bm = corpus.stemmed_bm25(question) if self.stem else corpus.bm25(question)
         lo = int(corpus.lengths.min()) - self.n
         hi = min(int(corpus.lengths.max()) + self.n, self.max_window)
         ws = words(question)[:MAX_QUESTION_WORDS]
@@ -495,6 +548,8 @@ class StaticHybridMethod(HybridMethod):
         out = sbr + self.w_bm25 * bm_n + self.w_literal * lit
         if self.w_text:
             out += self.w_text * corpus.text_hits(question, cand)
+        if self.w_case:
+            out += self.w_case * corpus.case_hits(question, cand)
         return cand, out
 
 
