@@ -29,3 +29,27 @@ def test_score_with_real_model_returns_digits(llm):
     eng = SemEngine(llm)
     scores = eng.score_many("{element} is a halogen", ["chlorine is a halogen", "carbon is a halogen"])
     assert all(0 <= s <= 10 for s in scores) and scores[0] > scores[1]
+
+
+def test_lm_filter_udf_on_duckdb_with_real_model(llm, tmp_path, demo_db_path):
+    """LM_FILTER inside DuckDB SQL (a DuckDB file built here from the demo database): one vector of 30
+    hero rows, one grammar-constrained call per distinct publisher."""
+    from tagql.db import open_database
+    from tagql.db.duck import copy_sqlite_to_duckdb
+    from tagql.tag.udf import execute_with_lm, register_lm_functions
+
+    path = tmp_path / "heroes.duckdb"
+    copy_sqlite_to_duckdb(demo_db_path, path, tables=["superhero", "publisher"])
+    db = open_database(path)
+    eng = SemEngine(llm)
+    register_lm_functions(db, eng)
+    before = llm.usage.calls
+    r = execute_with_lm(db, "SELECT s.superhero_name, p.publisher_name, LM_FILTER('{publisher} is a comic book "
+                        "publisher', p.publisher_name) AS keep FROM superhero s JOIN publisher p "
+                        "ON s.publisher_id = p.id WHERE s.id <= 30 ORDER BY s.id", eng)
+    publishers = {row[1] for row in r.rows}
+    assert len(r.rows) > len(publishers) > 3
+    assert llm.usage.calls - before == len(publishers)  # deduplicated within DuckDB's vector
+    verdict = {pub: keep for _, pub, keep in r.rows}
+    assert all(keep in (0, 1) for _, _, keep in r.rows)
+    assert verdict["Marvel Comics"] == 1 and verdict["NBC - Heroes"] == 0  # a TV series, not a publisher

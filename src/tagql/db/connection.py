@@ -88,16 +88,23 @@ class Database:
         dbapi = getattr(engine.dialect, "loaded_dbapi", None) or getattr(engine.dialect, "dbapi", None)
         self._driver_error: type[BaseException] = getattr(dbapi, "Error", sqlite3.Error)
         self._functions: dict[tuple[str, int], Any] = {}
+        self._duck_functions: dict[str, Any] = {}  # DuckDB: name (lower) -> duck.DuckFunction
 
-    def register_function(self, name: str, nargs: int, fn: Any) -> None:
-        """Make a Python function callable from SQL on SQLite (e.g. LM operators as UDFs).
+    def register_function(
+        self, name: str, nargs: int, fn: Any, *, vector_fn: Any = None, returns: str = "VARCHAR",
+    ) -> None:
+        """Make a Python function callable from SQL on SQLite or DuckDB (e.g. LM operators as UDFs).
 
-        Applied to the pooled connection before each query; ``nargs=-1`` accepts any number."""
-        if self.dialect != "sqlite":
-            from tagql.errors import QueryFailed
-
-            raise QueryFailed(f"SQL functions can only be registered on SQLite, not {self.dialect}")
+        Applied to the pooled connection before each query; ``nargs=-1`` accepts any number. On DuckDB
+        (see ``duck.py``) arguments arrive as text, ``vector_fn`` (one list per argument in, one result per
+        row out) lets the function see many rows at once, and ``returns`` is the SQL type of the result."""
+        if self.dialect not in ("sqlite", "duckdb"):
+            raise QueryFailed(f"SQL functions can only be registered on SQLite or DuckDB, not {self.dialect}")
         self._functions[(name, nargs)] = fn
+        if self.dialect == "duckdb":
+            from tagql.db.duck import DuckFunction, rowwise
+
+            self._duck_functions[name.lower()] = DuckFunction(name, nargs, vector_fn or rowwise(fn), returns)
 
     def __repr__(self) -> str:
         return f"Database({self.name!r}, dialect={self.dialect!r})"
@@ -116,6 +123,10 @@ class Database:
                 raw = conn.connection.dbapi_connection
                 if self.dialect == "sqlite":
                     columns, rows, truncated = self._run_sqlite(raw, sql, timeout, cap)
+                elif self.dialect == "duckdb":
+                    from tagql.db.duck import run_duckdb
+
+                    columns, rows, truncated = run_duckdb(raw, sql, timeout, cap, self._duck_functions)
                 else:
                     columns, rows, truncated = self._run_server(conn, raw, sql, timeout, cap)
         except QueryTimeout:
@@ -180,6 +191,8 @@ class Database:
                 f"query stopped after the {timeout:g} s statement timeout",
                 "simplify the question or raise TAGQL_DB__STATEMENT_TIMEOUT_S",
             )
+        if "disabled by configuration" in low:  # DuckDB: a file outside the database, an extension
+            return UnsafeQuery(f"the database refused access outside the database: {text}")
         if "not authorized" in low or "read-only" in low or "readonly" in low or "read only" in low:
             return UnsafeQuery(f"the database refused a write: {text}")
         return QueryFailed(f"the database rejected the query: {text}")
@@ -215,6 +228,10 @@ def open_database(
             if not url.database or url.database == ":memory:":
                 raise DatabaseNotFound("an in-memory SQLite database has no data", "pass a database file")
             return open_database(Path(url.database), settings=settings, descriptions_dir=descriptions_dir, name=name)
+        if url.drivername.startswith("duckdb"):  # a file, opened read-only like SQLite (see duck.py)
+            if not url.database or url.database == ":memory:":
+                raise DatabaseNotFound("an in-memory DuckDB database has no data", "pass a database file")
+            return open_database(Path(url.database), settings=settings, descriptions_dir=descriptions_dir, name=name)
         try:
             engine = sa.create_engine(url, pool_pre_ping=True)
             with engine.connect():
@@ -237,11 +254,19 @@ def open_database(
         raise DatabaseNotFound(f"database file '{path}' does not exist", "check the path or pass a SQLAlchemy URL")
     if path.is_dir():
         raise NotADatabase(f"'{path}' is a directory, not a database file", "pass the .sqlite file inside it")
+    from tagql.db.duck import duckdb_engine, is_duckdb_file
+
+    duck = is_duckdb_file(path)
     with path.open("rb") as f:
-        if f.read(16) != SQLITE_MAGIC:
+        if f.read(16) != SQLITE_MAGIC and not duck:
             raise NotADatabase(f"'{path}' is not a SQLite database", "pass a .sqlite/.db file or a SQLAlchemy URL")
     if descriptions_dir is None and (path.parent / "database_description").is_dir():
         descriptions_dir = path.parent / "database_description"
+    if duck:
+        return Database(
+            duckdb_engine(path), name=name or path.stem, settings=settings,
+            descriptions_dir=Path(descriptions_dir) if descriptions_dir else None, path=path,
+        )
     return Database(
         _sqlite_engine(path), name=name or path.stem, settings=settings,
         descriptions_dir=Path(descriptions_dir) if descriptions_dir else None, path=path,

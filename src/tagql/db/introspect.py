@@ -19,6 +19,10 @@ _TEXT_TYPES = ("CHAR", "TEXT", "CLOB", "STRING", "VARCHAR")
 
 
 def introspect(db: Database, *, sample_values: int = 3) -> Schema:
+    if db.dialect == "duckdb":  # DuckDB's own catalog (duck.py)
+        from tagql.db.duck import introspect_duckdb
+
+        return _finish(db, Schema(db.name, introspect_duckdb(db.engine), db.dialect), sample_values)
     try:
         insp = sa.inspect(db.engine)
         names = sorted(n for n in insp.get_table_names() if not n.startswith("sqlite_"))
@@ -40,7 +44,10 @@ def introspect(db: Database, *, sample_values: int = 3) -> Schema:
             if fk.get("referred_table")
         ]
         tables.append(Table(name, cols, fks))
-    schema = Schema(db.name, tables, db.dialect)
+    return _finish(db, Schema(db.name, tables, db.dialect), sample_values)
+
+
+def _finish(db: Database, schema: Schema, sample_values: int) -> Schema:
     if db.descriptions_dir is not None and db.descriptions_dir.is_dir():
         apply_descriptions(schema, db.descriptions_dir)
     if sample_values > 0:

@@ -1,4 +1,4 @@
-"""LM operators as SQLite user-defined functions.
+"""LM operators as SQL user-defined functions, on SQLite and DuckDB.
 
 After :func:`register_lm_functions`, SQL can call:
 
@@ -6,13 +6,23 @@ After :func:`register_lm_functions`, SQL can call:
 * ``LM_MAP('the state {City} is in', City)`` -> text
 * ``LM_SCORE('{Title} is technical', Title)`` -> 0..10 (for ``ORDER BY ... DESC``)
 
-Arguments after the instruction fill its ``{fields}`` in order of first appearance. Calls go through
-the same :class:`~tagql.tag.operators.SemEngine` (cache, dedupe across rows, LM-call cap). SQLite
-swallows Python exceptions raised in functions, so :func:`execute_with_lm` re-raises the real one.
+Arguments after the instruction fill its ``{fields}`` in order of first appearance. Both databases run
+the same code (:class:`LMFunctions`), which takes a *batch* of rows: it fills the instruction per row,
+deduplicates, and hands the distinct inputs to one :class:`~tagql.tag.operators.SemEngine` call
+(``judge_many``/``map_many``/``score_many``: cache, one-token grammar, ``batch_size`` packing, LM-call cap).
+SQLite calls a function once per row (a batch of one; repeats hit the cache); DuckDB calls it once per
+vector of up to 2,048 rows (see ``tagql.db.duck``), so duplicates within a vector cost nothing and
+``batch_size > 1`` packs the vector's distinct inputs into few LM calls.
+
+Databases swallow or rewrap Python exceptions raised in functions, so :func:`execute_with_lm`
+re-raises the real one (call cap, bad argument count).
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from tagql.db.connection import Database, Result
@@ -20,6 +30,7 @@ from tagql.errors import QueryFailed
 from tagql.tag.operators import OperatorError, SemEngine, fill, template_fields
 
 FUNCTIONS = ("LM_FILTER", "LM_MAP", "LM_SCORE")
+_RETURNS = {"LM_FILTER": "BIGINT", "LM_MAP": "VARCHAR", "LM_SCORE": "BIGINT"}
 
 
 def _bind(instruction: Any, args: tuple[Any, ...], name: str) -> str:
@@ -34,34 +45,85 @@ def _bind(instruction: Any, args: tuple[Any, ...], name: str) -> str:
     return fill(instruction, dict(zip(fields, args)))
 
 
-def register_lm_functions(db: Database, engine: SemEngine) -> None:
-    """Make ``LM_FILTER``/``LM_MAP``/``LM_SCORE`` callable from SQL on ``db`` (SQLite)."""
+class LMFunctions:
+    """The LM functions over a batch of rows, for any database. ``columns[0]`` holds each row's
+    instruction, the others its values. Thread-safe (DuckDB may call from several threads; the LM is
+    one resource). An error is stored in ``engine.pending_error`` and the batch returns NULLs, so the
+    statement ends quickly and :func:`execute_with_lm` raises the real error."""
 
-    def guarded(fn: Any) -> Any:
-        def wrapper(*a: Any) -> Any:
-            if engine.pending_error is not None:
-                return None  # already failed: finish the statement quickly, then re-raise
+    def __init__(self, engine: SemEngine) -> None:
+        self.engine = engine
+        self._lock = threading.Lock()
+        self._records: dict[tuple[str, str], dict[str, Any]] = {}
+        self._seen: dict[tuple[str, str], set[str]] = {}
+
+    def run(self, name: str, columns: tuple[list[Any], ...]) -> list[Any]:
+        n = len(columns[0]) if columns else 0
+        with self._lock:
+            if self.engine.pending_error is not None:
+                return [None] * n  # already failed: finish the statement quickly, then re-raise
             try:
-                return fn(*a)
+                return self._run(name, columns, n)
             except Exception as exc:  # noqa: BLE001 - re-raised by execute_with_lm
-                engine.pending_error = exc
-                return None
-        return wrapper
+                self.engine.pending_error = exc
+                return [None] * n
 
-    def lm_filter(instruction: Any, *args: Any) -> int:
-        claim = _bind(instruction, args, "LM_FILTER")
-        return int(engine.judge_many(instruction, [claim], op="sql_filter")[0])
+    def _run(self, name: str, columns: tuple[list[Any], ...], n: int) -> list[Any]:
+        rows = list(zip(*columns))
+        keys = [(r[0], _bind(r[0], r[1:], name)) for r in rows]  # (instruction, filled input)
+        out: dict[tuple[str, str], Any] = {}
+        for instruction in dict.fromkeys(k[0] for k in keys):
+            distinct = list(dict.fromkeys(item for ins, item in keys if ins == instruction))
+            t0, c0 = time.perf_counter(), self.engine.stats.lm_calls
+            if name == "LM_FILTER":
+                values: list[Any] = [int(v) for v in self.engine.judge_many(instruction, distinct, op="sql_filter")]
+            elif name == "LM_SCORE":
+                values = self.engine.score_many(instruction, distinct)
+            else:
+                values = self.engine.map_many(instruction, distinct)
+            out.update(((instruction, d), v) for d, v in zip(distinct, values))
+            rows_in = sum(1 for ins, _ in keys if ins == instruction)
+            self._note(name, instruction, rows_in, distinct, time.perf_counter() - t0,
+                       self.engine.stats.lm_calls - c0)
+        self.engine.stats.deduped += n - len(out)
+        return [out[k] for k in keys]
 
-    def lm_map(instruction: Any, *args: Any) -> str:
-        item = _bind(instruction, args, "LM_MAP")
-        return engine.map_many(instruction, [item])[0]
+    def _note(self, name: str, instruction: str, rows: int, inputs: list[str], seconds: float, calls: int) -> None:
+        """One ``per_operator`` entry per (function, instruction), summed over the database's batches."""
+        rec = self._records.get((name, instruction))
+        if rec is None:
+            rec = {"op": name.lower(), "instruction": instruction, "rows": 0, "distinct_inputs": 0,
+                   "lm_calls": 0, "seconds": 0.0, "batches": 0}
+            self._records[(name, instruction)] = rec
+            self._seen[(name, instruction)] = set()
+            self.engine.stats.per_operator.append(rec)
+        rec["rows"] += rows
+        self._seen[(name, instruction)].update(inputs)
+        rec["distinct_inputs"] = len(self._seen[(name, instruction)])
+        rec["lm_calls"] += calls
+        rec["seconds"] = round(rec["seconds"] + seconds, 3)
+        rec["batches"] += 1
 
-    def lm_score(instruction: Any, *args: Any) -> int:
-        item = _bind(instruction, args, "LM_SCORE")
-        return engine.score_many(instruction, [item])[0]
+    def scalar(self, name: str) -> Callable[..., Any]:
+        """The SQLite form: one row per call."""
+        def fn(*args: Any) -> Any:
+            return self.run(name, tuple([a] for a in args))[0]
+        return fn
 
-    for name, fn in (("LM_FILTER", lm_filter), ("LM_MAP", lm_map), ("LM_SCORE", lm_score)):
-        db.register_function(name, -1, guarded(fn))
+    def vector(self, name: str) -> Callable[..., list[Any]]:
+        """The DuckDB form: one list per argument."""
+        def fn(*columns: list[Any]) -> list[Any]:
+            return self.run(name, columns)
+        return fn
+
+
+def register_lm_functions(db: Database, engine: SemEngine) -> LMFunctions:
+    """Make ``LM_FILTER``/``LM_MAP``/``LM_SCORE`` callable from SQL on ``db`` (SQLite or DuckDB).
+    Registering again (e.g. with a new engine) replaces the functions."""
+    funcs = LMFunctions(engine)
+    for name in FUNCTIONS:
+        db.register_function(name, -1, funcs.scalar(name), vector_fn=funcs.vector(name), returns=_RETURNS[name])
+    return funcs
 
 
 def uses_lm_functions(sql: str) -> bool:
