@@ -1,0 +1,392 @@
+"""Operator efficiency on 1,000 rows of real text: tagql's LM operators vs a naive loop vs LOTUS.
+
+    bash bench/lotus_env.sh                                  # once: LOTUS in its own venv
+    python bench/tag_operator_lotus.py --rows 1000           # full comparison (slow: see docs/benchmarks.md)
+    python bench/tag_operator_lotus.py --rows 50             # smoke run, a few minutes
+    python bench/tag_operator_lotus.py --scripted            # exact LM-call counts of tagql/naive, no model
+    python bench/tag_operator_lotus.py --check-lotus         # LOTUS configured against the server, 2 calls
+
+Data: Spider ``world_1`` (``../shared/data/spider/database/world_1``): ``city`` joined with ``country``,
+a seeded random sample (``random.Random(0)``) of ``--rows`` of the 4,079 cities; each row is
+``(id, city, country)``. ``--rows 50`` is the first 50 rows of the 1,000-row sample.
+
+Workloads and labels (derived by rule from columns of the same database that no method sees):
+* filter ``"{country} is a country in Europe"``: true iff ``country.Continent = 'Europe'``
+  (world_1's own continent assignment, e.g. Russian Federation = Europe, Turkey and Cyprus = Asia).
+  Accuracy = share of rows labelled correctly (also precision/recall of the kept rows).
+* top-k ``"{city}, {country} is one of the most populous cities in the world"``, k=10: the truth is
+  the k rows with the largest ``city.Population``; precision@k = share of the returned k rows in it.
+  ``hit_top50`` = share of the returned rows among the 50 most populous of the sample (a looser check).
+
+Methods, all on the same GGUF model (the tagql default, Q4_0 Qwen2.5-Coder-1.5B, temperature 0):
+* ``tagql``: ``SemTable.sem_filter`` / ``sem_topk`` in process: dedupe on the referenced columns,
+  one-token grammar (filter: yes/no; score: 0-10), instruction as a shared system prefix, cold cache;
+* ``tagql_batch8``: the same with ``batch_size=8`` (8 numbered inputs per call, grammar per line);
+* ``tagql_warm``: ``tagql`` re-run on its persistent cache (a fresh engine);
+* ``naive``: one unconstrained call per row, the whole prompt in one user message (filter: yes/no;
+  top-k: a 0-10 score per row, then sort);
+* ``lotus``: LOTUS (``lotus-ai``, in the venv of ``bench/lotus_env.sh``, run by
+  ``bench/tag_operator_lotus_worker.py``) against ``python -m llama_cpp.server`` serving the same GGUF
+  with the same thread count; LOTUS defaults (its prompts, ``sem_topk`` method ``quick``), temperature 0,
+  its cache off, ``--lotus-batch`` concurrent requests (the server runs them one at a time).
+
+LM calls are requests to the model; wall time is end to end per operator (LOTUS: in its process,
+excluding server start-up). Results: printed table + ``bench/results/tag_operator_lotus.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+SHARED = Path(os.environ.get("TAGQL_SHARED_DATA", REPO.parent / "shared" / "data"))
+DB = SHARED / "spider" / "database" / "world_1" / "world_1.sqlite"
+LOTUS_VENV = Path(os.environ.get("TAGQL_LOTUS_VENV", Path.home() / ".cache" / "tagql" / "venvs" / "lotus"))
+WORKER = REPO / "bench" / "tag_operator_lotus_worker.py"
+
+FILTER = "{country} is a country in Europe"
+TOPK = "{city}, {country} is one of the most populous cities in the world"
+COLUMNS = ["id", "city", "country"]
+METHODS = ("tagql", "tagql_batch8", "tagql_warm", "naive", "lotus")
+
+
+# -- data and labels ----------------------------------------------------------------------------------
+def load(n: int, seed: int = 0) -> tuple[list[tuple[int, str, str]], dict[int, bool], dict[int, int]]:
+    """(rows, europe label per id, population per id) for the first ``n`` of a seeded 1,000-row sample
+    (more than 1,000 rows: a larger sample)."""
+    con = sqlite3.connect(f"file:{DB}?mode=ro", uri=True)
+    allrows = con.execute("SELECT ci.ID, ci.Name, co.Name, co.Continent, ci.Population FROM city ci "
+                          "JOIN country co ON ci.CountryCode = co.Code ORDER BY ci.ID").fetchall()
+    con.close()
+    sample = random.Random(seed).sample(allrows, max(1000, n))[:n]
+    rows = [(r[0], r[1], r[2]) for r in sample]
+    return rows, {r[0]: r[3] == "Europe" for r in sample}, {r[0]: r[4] for r in sample}
+
+
+def filter_metrics(kept: set[int], europe: dict[int, bool]) -> dict[str, Any]:
+    tp = sum(1 for i in kept if europe[i])
+    pos = sum(europe.values())
+    correct = sum((i in kept) == y for i, y in europe.items())
+    return {"accuracy": round(correct / len(europe), 3), "kept": len(kept), "true_positives": tp,
+            "precision": round(tp / len(kept), 3) if kept else 0.0, "recall": round(tp / pos, 3) if pos else 0.0}
+
+
+def topk_metrics(ids: list[int], population: dict[int, int], k: int) -> dict[str, Any]:
+    order = sorted(population, key=lambda i: -population[i])
+    truth, top50 = set(order[:k]), set(order[:50])
+    return {"returned": len(ids), "precision_at_k": round(sum(i in truth for i in ids[:k]) / k, 3),
+            "hit_top50": round(sum(i in top50 for i in ids[:k]) / max(1, len(ids[:k])), 3),
+            "top": ids[:k]}
+
+
+# -- methods ------------------------------------------------------------------------------------------
+def run_tagql(llm: Any, rows: list[tuple], k: int, batch: int, cache_path: Path, ops: list[str]) -> dict[str, Any]:
+    from tagql.tag.cache import OpCache
+    from tagql.tag.operators import SemEngine, SemTable
+
+    out: dict[str, Any] = {}
+    eng = SemEngine(llm, cache=OpCache(cache_path), batch_size=batch, max_calls=1_000_000)
+    table = SemTable(COLUMNS, rows, eng)
+    if "filter" in ops:
+        c0, t0 = llm.usage.calls, time.perf_counter()
+        kept = table.sem_filter(FILTER)
+        out["filter"] = {"lm_calls": llm.usage.calls - c0, "seconds": round(time.perf_counter() - t0, 2),
+                         "distinct_inputs": eng.stats.per_operator[-1]["distinct_inputs"],
+                         "ids": [r[0] for r in kept.rows]}
+    if "topk" in ops:
+        c0, t0 = llm.usage.calls, time.perf_counter()
+        top = table.sem_topk(TOPK, k)
+        out["topk"] = {"lm_calls": llm.usage.calls - c0, "seconds": round(time.perf_counter() - t0, 2),
+                       "distinct_inputs": eng.stats.per_operator[-1]["distinct_inputs"],
+                       "ids": [r[0] for r in top.rows]}
+    return out
+
+
+def run_naive(llm: Any, rows: list[tuple], k: int, ops: list[str]) -> dict[str, Any]:
+    from tagql.llm.base import user
+
+    out: dict[str, Any] = {}
+    if "filter" in ops:
+        c0, t0 = llm.usage.calls, time.perf_counter()
+        kept = []
+        for rid, city, country in rows:
+            cond = FILTER.replace("{country}", country)
+            prompt = (f"Row: city = {city}, country = {country}\nCondition: {cond}\n"
+                      "Is the condition true for this row? Answer yes or no.")
+            if llm.complete([user(prompt)], max_tokens=8).text.strip().lower().startswith("yes"):
+                kept.append(rid)
+        out["filter"] = {"lm_calls": llm.usage.calls - c0, "seconds": round(time.perf_counter() - t0, 2),
+                         "ids": kept}
+    if "topk" in ops:
+        c0, t0 = llm.usage.calls, time.perf_counter()
+        scores = []
+        for rid, city, country in rows:
+            crit = TOPK.replace("{city}", city).replace("{country}", country)
+            prompt = (f"Row: city = {city}, country = {country}\nCriterion: {crit}\n"
+                      "Rate from 0 to 10 how well the row satisfies the criterion. Answer with a number.")
+            m = re.search(r"\d+", llm.complete([user(prompt)], max_tokens=4).text)
+            scores.append((min(10, int(m.group())) if m else 0, rid))
+        ranked = [rid for _, rid in sorted(scores, key=lambda s: -s[0])]  # stable: ties keep row order
+        out["topk"] = {"lm_calls": llm.usage.calls - c0, "seconds": round(time.perf_counter() - t0, 2),
+                       "ids": ranked[:k]}
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LlamaServer:
+    """``python -m llama_cpp.server`` on loopback serving ``model_path`` (same threads as tagql)."""
+
+    alias = "tagql-bench"
+
+    def __init__(self, model_path: Path, n_ctx: int = 8192) -> None:
+        import httpx
+
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        threads = str(os.cpu_count() or 2)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
+             "--port", str(self.port), "--n_ctx", str(n_ctx), "--n_threads", threads, "--n_threads_batch",
+             threads, "--model_alias", self.alias, "--seed", "0"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        for _ in range(240):
+            try:
+                if httpx.get(f"{self.base_url}/models", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None:
+                raise SystemExit("llama_cpp.server exited during start-up (pip install 'llama-cpp-python[server]')")
+            time.sleep(0.5)
+        self.stop()
+        raise SystemExit("llama_cpp.server did not start in 120 s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def __enter__(self) -> LlamaServer:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def lotus_python() -> Path:
+    py = LOTUS_VENV / "bin" / "python"
+    if not py.exists():
+        raise SystemExit(f"no LOTUS venv at {LOTUS_VENV}: run bash bench/lotus_env.sh first")
+    return py
+
+
+def lotus_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    return env
+
+
+def run_lotus(model_path: Path, rows: list[tuple], k: int, ops: list[str], batch: int) -> dict[str, Any]:
+    py = lotus_python()
+    job_ops = [{"op": "filter", "instruction": FILTER}] if "filter" in ops else []
+    job_ops += [{"op": "topk", "instruction": TOPK, "k": k}] if "topk" in ops else []
+    with LlamaServer(model_path) as server, tempfile.TemporaryDirectory() as tmp:
+        job = {"base_url": server.base_url, "model": server.alias, "columns": COLUMNS,
+               "rows": [list(r) for r in rows], "ops": job_ops, "max_batch_size": batch}
+        (Path(tmp) / "job.json").write_text(json.dumps(job))
+        proc = subprocess.run([str(py), str(WORKER), str(Path(tmp) / "job.json"), str(Path(tmp) / "out.json")],
+                              env=lotus_env(), capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise SystemExit(f"LOTUS worker failed:\n{proc.stderr[-3000:]}")
+        res = json.loads((Path(tmp) / "out.json").read_text())
+    out: dict[str, Any] = {"versions": {"lotus-ai": res["lotus_version"], "litellm": res["litellm_version"]}}
+    for op in res["ops"]:
+        out[op["op"]] = {key: op[key] for key in ("lm_calls", "seconds", "ids", "prompt_tokens", "completion_tokens",
+                                                  "flattened_messages")}
+    return out
+
+
+def check_lotus(model_path: Path) -> dict[str, Any]:
+    with LlamaServer(model_path) as server:
+        proc = subprocess.run([str(lotus_python()), str(WORKER), "--check", server.base_url, server.alias],
+                              env=lotus_env(), capture_output=True, text=True, timeout=600, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"LOTUS check failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# -- scripted stand-in (exact call counts, no model) -----------------------------------------------------
+def scripted_llm(europe_names: set[str], population: dict[str, int]) -> Any:
+    """Answers from the labels instantly (a perfect model): call counts are exact, accuracy is 1 by design."""
+    from tagql.llm.scripted import ScriptedLLM
+
+    big = {name for name, _ in sorted(population.items(), key=lambda x: -x[1])[:50]}
+
+    def score(item: str) -> int:
+        return 9 if item.split(" is one of")[0] in big else 2
+
+    def fn(messages: list) -> str:
+        text = messages[-1].content
+        if "N: yes" in text:
+            claims = re.findall(r"(\d+)\. <statement>(.*?)</statement>", text)
+            return "\n".join(f"{n}: {'yes' if c.split(' is a country')[0] in europe_names else 'no'}"
+                             for n, c in claims)
+        if "<statement>" in text:
+            claim = re.search(r"<statement>(.*?)</statement>", text).group(1)
+            return "yes" if claim.split(" is a country")[0] in europe_names else "no"
+        if "Score each numbered" in text:
+            return "\n".join(f"{n}: {score(r)}" for n, r in re.findall(r"(\d+)\. <record>(.*?)</record>", text))
+        if "<A>" in text:
+            return "A"
+        if "<record>" in text:
+            return str(score(re.search(r"<record>(.*?)</record>", text).group(1)))
+        if text.startswith("Row:"):
+            country = re.search(r"country = (.*)\n", text).group(1)
+            if "Is the condition true" in text:
+                return "yes" if country in europe_names else "no"
+            return str(score(re.search(r"Criterion: (.*?) is one of", text).group(1) + ""))
+        raise AssertionError(f"unexpected prompt {text[:80]!r}")
+
+    return ScriptedLLM(fn)
+
+
+# -- main ---------------------------------------------------------------------------------------------
+def summarize(results: dict[str, Any], europe: dict[int, bool], population: dict[int, int], k: int) -> None:
+    for res in results.values():
+        if "filter" in res and "ids" in res["filter"]:
+            res["filter"].update(filter_metrics(set(res["filter"]["ids"]), europe))
+            del res["filter"]["ids"]
+        if "topk" in res and "ids" in res["topk"]:
+            res["topk"].update(topk_metrics(res["topk"]["ids"], population, k))
+            del res["topk"]["ids"]
+
+
+def table(results: dict[str, Any], n: int, k: int) -> str:
+    head = (f"{'method':<14} | {'filter calls':>12} {'time s':>8} {'acc':>6} | "
+            f"{'top-k calls':>11} {'time s':>8} {'P@' + str(k):>6} {'top50':>6}")
+    lines = [head]
+    lines.append("-" * len(lines[0]))
+    for m, res in results.items():
+        f, t = res.get("filter", {}), res.get("topk", {})
+        lines.append(f"{m:<14} | {f.get('lm_calls', ''):>12} {f.get('seconds', ''):>8} {f.get('accuracy', ''):>6} | "
+                     f"{t.get('lm_calls', ''):>11} {t.get('seconds', ''):>8} {t.get('precision_at_k', ''):>6} "
+                     f"{t.get('hit_top50', ''):>6}")
+    return f"{n} rows of world_1 cities, k={k}\n" + "\n".join(lines)
+
+
+def targets(results: dict[str, Any]) -> dict[str, Any]:
+    """The issue's target per operator: tagql >= 3x fewer LM calls and >= 2x faster than LOTUS at equal
+    or better accuracy (tagql = the better of tagql / tagql_batch8 by wall time)."""
+    if "lotus" not in results:
+        return {}
+    out = {}
+    for op, acc in (("filter", "accuracy"), ("topk", "precision_at_k")):
+        lo = results["lotus"].get(op)
+        cands = [(m, results[m][op]) for m in ("tagql", "tagql_batch8") if op in results.get(m, {})]
+        if not lo or not cands:
+            continue
+        m, best = min(cands, key=lambda c: c[1]["seconds"])
+        out[op] = {"tagql_method": m, "calls_ratio": round(lo["lm_calls"] / max(1, best["lm_calls"]), 2),
+                   "speedup": round(lo["seconds"] / max(1e-9, best["seconds"]), 2),
+                   "accuracy_tagql": best[acc], "accuracy_lotus": lo[acc]}
+        out[op]["met"] = (out[op]["calls_ratio"] >= 3 and out[op]["speedup"] >= 2
+                          and best[acc] >= lo[acc])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=1000)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--methods", default=",".join(METHODS), help=f"comma list of {', '.join(METHODS)}")
+    ap.add_argument("--ops", default="filter,topk")
+    ap.add_argument("--lotus-batch", type=int, default=4, help="LOTUS concurrent requests (max_batch_size)")
+    ap.add_argument("--scripted", action="store_true", help="a perfect scripted LM: exact call counts, no model")
+    ap.add_argument("--check-lotus", action="store_true", help="only check LOTUS against the llama.cpp server")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    methods = [m for m in args.methods.split(",") if m]
+    ops = [o for o in args.ops.split(",") if o]
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        ap.error(f"unknown method(s): {', '.join(sorted(unknown))}")
+
+    if args.check_lotus:
+        from tagql.llm import make_llm
+
+        print(json.dumps(check_lotus(make_llm(backend="local").path)))
+        return 0
+
+    rows, europe, population = load(args.rows)
+    out: dict[str, Any] = {
+        "command": "python bench/tag_operator_lotus.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": len(rows), "k": args.k,
+        "filter": FILTER, "topk": TOPK, "europe_rows": sum(europe.values()),
+        "distinct_countries": len({r[2] for r in rows}), "load_avg_start": os.getloadavg()[0],
+    }
+    results: dict[str, Any] = {}
+    if args.scripted:
+        name_pop = {f"{city}, {country}": population[rid] for rid, city, country in rows}
+        eu_names = {country for rid, _, country in rows if europe[rid]}
+        make = lambda: scripted_llm(eu_names, name_pop)
+        out["model"] = "scripted (labels; accuracy 1 by construction)"
+        methods = [m for m in methods if m != "lotus"]
+    else:
+        from tagql.llm import make_llm
+
+        model = make_llm(backend="local")
+        make = lambda: model
+        out["model"] = model.name
+        out["model_path"] = str(model.path)
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in methods:
+            print(f"== {m}", file=sys.stderr, flush=True)
+            llm = make()
+            if m in ("tagql", "tagql_batch8"):
+                results[m] = run_tagql(llm, rows, args.k, 8 if m == "tagql_batch8" else 1, Path(tmp) / f"{m}.sqlite", ops)
+            elif m == "tagql_warm":
+                if "tagql" not in results:  # warm needs the cold run's cache
+                    run_tagql(llm, rows, args.k, 1, Path(tmp) / "tagql.sqlite", ops)
+                results[m] = run_tagql(llm, rows, args.k, 1, Path(tmp) / "tagql.sqlite", ops)
+            elif m == "naive":
+                results[m] = run_naive(llm, rows, args.k, ops)
+            elif m == "lotus":
+                results[m] = run_lotus(Path(out["model_path"]), rows, args.k, ops, args.lotus_batch)
+    summarize(results, europe, population, args.k)
+    out["results"] = results
+    out["targets"] = targets(results)
+    out["load_avg_end"] = os.getloadavg()[0]
+    print(table(results, len(rows), args.k))
+    if out["targets"]:
+        print(json.dumps(out["targets"], indent=1))
+    default = "tag_operator_lotus_scripted.json" if args.scripted else "tag_operator_lotus.json"
+    path = Path(args.out) if args.out else REPO / "bench" / "results" / default
+    path.write_text(json.dumps(out, indent=1))
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""bench/tag_operator_lotus.py: data, labels, metrics and exact LM-call counts (scripted LM, no model);
+the LOTUS worker's message adapter (runs without LOTUS installed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_rows_and_labels_come_from_world_1(shared_data):
+    bench = _load("tag_operator_lotus")
+    rows, europe, population = bench.load(1000)
+    assert len(rows) == 1000 and len({r[0] for r in rows}) == 1000
+    small, _, _ = bench.load(50)
+    assert small == rows[:50]  # a smoke run is a prefix of the full run
+    con = sqlite3.connect(f"file:{shared_data / 'spider/database/world_1/world_1.sqlite'}?mode=ro", uri=True)
+    for rid, city, country in rows[:40]:
+        name, cont, pop = con.execute("SELECT co.Name, co.Continent, ci.Population FROM city ci JOIN country co "
+                                      "ON ci.CountryCode = co.Code WHERE ci.ID = ?", (rid,)).fetchone()
+        assert (name, cont == "Europe", pop) == (country, europe[rid], population[rid])
+    assert 100 < sum(europe.values()) < 400
+
+
+def test_metrics():
+    bench = _load("tag_operator_lotus")
+    europe = {1: True, 2: False, 3: True, 4: False}
+    m = bench.filter_metrics({1, 2}, europe)
+    assert (m["accuracy"], m["precision"], m["recall"]) == (0.5, 0.5, 0.5)
+    pop = {i: 100 - i for i in range(1, 61)}  # id 1 is the most populous
+    t = bench.topk_metrics([1, 2, 55], pop, 3)
+    assert t["precision_at_k"] == round(2 / 3, 3) and t["hit_top50"] == round(2 / 3, 3)
+
+
+def test_scripted_run_counts_calls_exactly(shared_data, tmp_path):
+    bench = _load("tag_operator_lotus")
+    out = tmp_path / "r.json"
+    assert bench.main(["--scripted", "--rows", "60", "--k", "5", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    rows, _, _ = bench.load(60)
+    countries = len({r[2] for r in rows})
+    r = res["results"]
+    assert res["distinct_countries"] == countries and "lotus" not in r
+    assert r["tagql"]["filter"]["lm_calls"] == countries  # dedupe on {country}
+    assert r["tagql_batch8"]["filter"]["lm_calls"] == -(-countries // 8)
+    assert r["naive"]["filter"]["lm_calls"] == 60 and r["naive"]["topk"]["lm_calls"] == 60
+    assert r["tagql_warm"]["filter"]["lm_calls"] == 0 and r["tagql_warm"]["topk"]["lm_calls"] == 0
+    assert r["tagql"]["topk"]["lm_calls"] >= 60  # one score per distinct row, plus tie-breaks
+    assert r["tagql_batch8"]["topk"]["lm_calls"] < r["tagql"]["topk"]["lm_calls"]
+    for m in ("tagql", "tagql_batch8", "tagql_warm", "naive"):  # the scripted LM knows the labels
+        assert r[m]["filter"]["accuracy"] == 1.0
+
+
+def test_lotus_worker_flattens_text_parts_only():
+    worker = _load("tag_operator_lotus_worker")
+    msg = {"role": "user", "content": [{"type": "text", "text": "Question: a\n"}, {"type": "text", "text": "Doc"}]}
+    assert worker.flatten(msg) == {"role": "user", "content": "Question: a\nDoc"}
+    assert worker.flatten({"role": "system", "content": "x"}) == {"role": "system", "content": "x"}
+    with pytest.raises(SystemExit):
+        worker.flatten({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]})
