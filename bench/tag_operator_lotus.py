@@ -28,7 +28,8 @@ Methods, all on the same GGUF model (the tagql default, Q4_0 Qwen2.5-Coder-1.5B,
 * ``lotus``: LOTUS (``lotus-ai``, in the venv of ``bench/lotus_env.sh``, run by
   ``bench/tag_operator_lotus_worker.py``) against ``python -m llama_cpp.server`` serving the same GGUF
   with the same thread count; LOTUS defaults (its prompts, ``sem_topk`` method ``quick``), temperature 0,
-  its cache off, ``--lotus-batch`` concurrent requests (the server runs them one at a time).
+  its cache off, ``--lotus-batch`` concurrent requests (the server runs them one at a time), numpy seeded
+  with 0 (its quickselect draws random pivots).
 
 LM calls are requests to the model; wall time is end to end per operator (LOTUS: in its process,
 excluding server start-up). Results: printed table + ``bench/results/tag_operator_lotus.json``.
@@ -95,10 +96,11 @@ def topk_metrics(ids: list[int], population: dict[int, int], k: int) -> dict[str
 # -- methods ------------------------------------------------------------------------------------------
 def run_tagql(llm: Any, rows: list[tuple], k: int, batch: int, cache_path: Path, ops: list[str]) -> dict[str, Any]:
     from tagql.tag.cache import OpCache
-    from tagql.tag.operators import SemEngine, SemTable
+    from tagql.tag.operators import SemEngine, SemTable, stderr_progress
 
     out: dict[str, Any] = {}
-    eng = SemEngine(llm, cache=OpCache(cache_path), batch_size=batch, max_calls=1_000_000)
+    eng = SemEngine(llm, cache=OpCache(cache_path), batch_size=batch, max_calls=1_000_000,
+                    progress=stderr_progress(100))
     table = SemTable(COLUMNS, rows, eng)
     if "filter" in ops:
         c0, t0 = llm.usage.calls, time.perf_counter()
@@ -122,7 +124,9 @@ def run_naive(llm: Any, rows: list[tuple], k: int, ops: list[str]) -> dict[str, 
     if "filter" in ops:
         c0, t0 = llm.usage.calls, time.perf_counter()
         kept = []
-        for rid, city, country in rows:
+        for n, (rid, city, country) in enumerate(rows, 1):
+            if n % 100 == 0:
+                print(f"  naive filter: {n}/{len(rows)}", file=sys.stderr, flush=True)
             cond = FILTER.replace("{country}", country)
             prompt = (f"Row: city = {city}, country = {country}\nCondition: {cond}\n"
                       "Is the condition true for this row? Answer yes or no.")
@@ -133,7 +137,9 @@ def run_naive(llm: Any, rows: list[tuple], k: int, ops: list[str]) -> dict[str, 
     if "topk" in ops:
         c0, t0 = llm.usage.calls, time.perf_counter()
         scores = []
-        for rid, city, country in rows:
+        for n, (rid, city, country) in enumerate(rows, 1):
+            if n % 100 == 0:
+                print(f"  naive topk: {n}/{len(rows)}", file=sys.stderr, flush=True)
             crit = TOPK.replace("{city}", city).replace("{country}", country)
             prompt = (f"Row: city = {city}, country = {country}\nCriterion: {crit}\n"
                       "Rate from 0 to 10 how well the row satisfies the criterion. Answer with a number.")
@@ -214,12 +220,13 @@ def run_lotus(model_path: Path, rows: list[tuple], k: int, ops: list[str], batch
     job_ops += [{"op": "topk", "instruction": TOPK, "k": k}] if "topk" in ops else []
     with LlamaServer(model_path) as server, tempfile.TemporaryDirectory() as tmp:
         job = {"base_url": server.base_url, "model": server.alias, "columns": COLUMNS,
-               "rows": [list(r) for r in rows], "ops": job_ops, "max_batch_size": batch}
+               "rows": [list(r) for r in rows], "ops": job_ops, "max_batch_size": batch, "seed": 0}
         (Path(tmp) / "job.json").write_text(json.dumps(job))
+        # LOTUS's progress bars go to this process's stderr
         proc = subprocess.run([str(py), str(WORKER), str(Path(tmp) / "job.json"), str(Path(tmp) / "out.json")],
-                              env=lotus_env(), capture_output=True, text=True, check=False)
+                              env=lotus_env(), check=False)
         if proc.returncode != 0:
-            raise SystemExit(f"LOTUS worker failed:\n{proc.stderr[-3000:]}")
+            raise SystemExit("the LOTUS worker failed (its error is above)")
         res = json.loads((Path(tmp) / "out.json").read_text())
     out: dict[str, Any] = {"versions": {"lotus-ai": res["lotus_version"], "litellm": res["litellm_version"]}}
     for op in res["ops"]:
@@ -360,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
         make = lambda: model
         out["model"] = model.name
         out["model_path"] = str(model.path)
+    default = "tag_operator_lotus_scripted.json" if args.scripted else "tag_operator_lotus.json"
+    path = Path(args.out) if args.out else REPO / "bench" / "results" / default
+    partial = path.with_suffix(".partial.json")
     with tempfile.TemporaryDirectory() as tmp:
         for m in methods:
             print(f"== {m}", file=sys.stderr, flush=True)
@@ -374,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[m] = run_naive(llm, rows, args.k, ops)
             elif m == "lotus":
                 results[m] = run_lotus(Path(out["model_path"]), rows, args.k, ops, args.lotus_batch)
+            partial.write_text(json.dumps({**out, "results_so_far": results}, indent=1))  # a long run can stop
     summarize(results, europe, population, args.k)
     out["results"] = results
     out["targets"] = targets(results)
@@ -381,9 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results, len(rows), args.k))
     if out["targets"]:
         print(json.dumps(out["targets"], indent=1))
-    default = "tag_operator_lotus_scripted.json" if args.scripted else "tag_operator_lotus.json"
-    path = Path(args.out) if args.out else REPO / "bench" / "results" / default
     path.write_text(json.dumps(out, indent=1))
+    partial.unlink(missing_ok=True)
     print(f"wrote {path}", file=sys.stderr)
     return 0
 

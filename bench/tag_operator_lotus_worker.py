@@ -5,7 +5,7 @@ tagql's environment: it imports nothing from tagql.
     $LOTUS_PY bench/tag_operator_lotus_worker.py --check http://127.0.0.1:PORT/v1 MODEL_ALIAS
 
 JOB.json: {"base_url", "model", "columns": [...], "rows": [[...], ...], "ops": [{"op": "filter"|"topk",
-"instruction", "k"}], "max_batch_size"}. OUT.json: per op, the result (row ids kept / ranked), LM calls
+"instruction", "k"}], "max_batch_size", "seed"}. OUT.json: per op, the result (row ids kept / ranked), LM calls
 (counted at litellm's batch_completion, the one place LOTUS sends requests), tokens and wall time.
 LOTUS runs with its defaults (prompts, max_tokens, sem_topk method "quick") except temperature 0 and
 its cache off, so every call reaches the server.
@@ -56,9 +56,17 @@ class CallCounter:
 
 
 def make_lm(base_url: str, model: str, max_batch_size: int):
+    import warnings
+
+    import litellm
     import lotus
     from lotus.models import LM
 
+    # a local model has no price: register it at 0 (else litellm looks it up and logs on every call)
+    litellm.suppress_debug_info = True
+    litellm.register_model({f"openai/{model}": {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0,
+                                                 "litellm_provider": "openai", "mode": "chat"}})
+    warnings.filterwarnings("ignore", message="No pricing information")
     lm = LM(model=f"openai/{model}", api_base=base_url, api_key="not-needed", temperature=0.0,
             max_batch_size=max_batch_size)
     lotus.settings.configure(lm=lm, enable_cache=False)
@@ -66,7 +74,10 @@ def make_lm(base_url: str, model: str, max_batch_size: int):
 
 
 def run(job: dict) -> dict:
+    import numpy as np
     import pandas as pd
+
+    np.random.seed(int(job.get("seed", 0)))  # sem_topk "quick" picks random pivots (np.random)
 
     counter = CallCounter()
     lm = make_lm(job["base_url"], job["model"], int(job.get("max_batch_size", 4)))
