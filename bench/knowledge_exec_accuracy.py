@@ -1,14 +1,24 @@
 """Execution accuracy of SQL generated with retrieved domain statements (local LLM).
 
-Conditions side by side on the SAME questions: ``none``, ``all``, ``bm25``, ``sbr``, ``hybrid``
-(retrieved top-K from the database's store of DBA-screened IN-set statements) and ``qs`` (the
-question's own NL evidence, the reference). Databases: the three BIRD dev databases available here.
-Gold SQL: ``GT_SQL`` of ``Templatized_Domain_Statement/<db>_set1.json`` (IN) and ``SQL`` of
-``data/<db>_OUT.json`` (OUT), i.e. the 2023 files the questions come from. A prediction is correct
-when its result rows equal the gold rows as sets (BIRD's rule). A fixed subset: the first
-``--per-db`` questions of each split after a seeded shuffle.
+Conditions side by side on the SAME questions: ``none``, ``all``, ``bm25``, ``sbr``, the default
+retrieval method (``hybrid-static``; retrieved top-K from the database's store of DBA-screened
+IN-set statements) and ``qs`` (the question's own NL evidence, the reference). Databases: the three
+BIRD dev databases available here. Gold SQL: ``GT_SQL`` of ``Templatized_Domain_Statement/<db>_set1.json``
+(IN) and ``SQL`` of ``data/<db>_OUT.json`` (OUT), i.e. the 2023 files the questions come from. A
+prediction is correct when its result rows equal the gold rows as sets (BIRD's rule).
 
-    nice -n 10 python bench/knowledge_exec_accuracy.py --per-db 8 --splits IN
+Fixed subset: per database and split, the first ``--per-db`` questions after a shuffle with
+``--seed`` (default 0). Questions run in an interleaved order (question 0 of every database and
+split, then question 1, ...), so a stopped run still covers every database and split evenly.
+
+Every record is appended to ``<out>.partial.jsonl`` as soon as it exists; a new run with the same
+arguments resumes from it: a record is reused when its question and condition match and, for
+retrieval conditions, the statements retrieved now are the same ones (so a change to a retrieval
+method re-runs exactly the questions whose statements changed). ``--summarise-only`` summarises
+what the partial file holds (only questions that have every condition).
+
+    nice -n 10 python bench/knowledge_exec_accuracy.py --per-db 8
+    python bench/knowledge_exec_accuracy.py --per-db 8 --summarise-only
 """
 
 from __future__ import annotations
@@ -20,15 +30,13 @@ import time
 from pathlib import Path
 
 from tagql.config import load_settings
-from tagql.db import open_database
 from tagql.errors import TagqlError
 from tagql.knowledge import ScoredStatement
 from tagql.knowledge.importer import import_database, load_set1
-from tagql.llm import make_llm
-from tagql.tag.query import QuerySynthesizer
+from tagql.knowledge.retrieval import DEFAULT_METHOD
 
 DBS = ["student_club", "superhero", "toxicology"]
-CONDITIONS = ["none", "all", "bm25", "sbr", "hybrid", "qs"]
+CONDITIONS = ["none", "all", "bm25", "sbr", DEFAULT_METHOD, "qs"]
 
 
 def questions(data: Path, db: str, split: str, n: int, seed: int) -> list[dict]:
@@ -48,75 +56,129 @@ def same_result(db, pred_rows, gold_sql: str) -> bool:  # noqa: ANN001
     return set(map(tuple, pred_rows)) == set(map(tuple, gold.rows))
 
 
+def statement_keys(stmts: list[ScoredStatement]) -> list[str]:
+    return [f"{s.text} => {s.sql}" for s in stmts]
+
+
+def read_partial(path: Path) -> dict[tuple, dict]:
+    """(db, split, i, condition) -> the last record written for it (a torn last line is ignored)."""
+    out: dict[tuple, dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            out[(r["db"], r["split"], r["i"], r["condition"])] = r
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "data")
     ap.add_argument("--dbs", nargs="+", default=DBS)
     ap.add_argument("--splits", nargs="+", default=["IN", "OUT"])
     ap.add_argument("--conditions", nargs="+", default=CONDITIONS)
-    ap.add_argument("--per-db", type=int, default=10)
+    ap.add_argument("--per-db", type=int, default=10, help="questions per database and split")
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--stores", type=Path, default=Path("/tmp/tagql_knowledge_stores"))
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "knowledge_exec_accuracy.json")
-    ap.add_argument("--summarise-only", action="store_true", help="summarise the records already in --out")
+    ap.add_argument("--summarise-only", action="store_true", help="summarise the records in <out>.partial.jsonl")
     a = ap.parse_args()
-    if a.summarise_only:
-        records = json.loads(a.out.read_text())["records"]
-        done = {(r["db"], r["split"], r["i"]) for r in records}
-        full = [k for k in done if {r["condition"] for r in records if (r["db"], r["split"], r["i"]) == k} >= set(a.conditions)]
-        records = [r for r in records if (r["db"], r["split"], r["i"]) in full]
-        summarise(records, a, load_settings(), time.time())
-        return
+    partial_path = a.out.with_name(a.out.name + ".partial.jsonl")
     settings = load_settings()
+    t0 = time.time()
+    if a.summarise_only:
+        summarise(list(read_partial(partial_path).values()), a, settings, t0)
+        return
+    from tagql.db import open_database
+    from tagql.llm import make_llm
+    from tagql.tag.query import QuerySynthesizer
+
     llm = make_llm(settings)
-    records, t0 = [], time.time()
+    done = read_partial(partial_path)
+    setup: dict[str, tuple] = {}
     for dbname in a.dbs:
         db = open_database(a.data / "bird" / "dev_databases" / dbname / f"{dbname}.sqlite", settings=settings.db)
         kb, _ = import_database(a.data, dbname, a.stores / f"{dbname}.kb")
-        rets = {c: kb.retriever(c) for c in a.conditions if c not in ("qs",)}
+        rets = {c: kb.retriever(c) for c in a.conditions if c != "qs"}
         synth = QuerySynthesizer(db, llm, max_tokens=settings.answer.max_sql_tokens, retries=settings.answer.sql_retries)
-        for split in a.splits:
-            for qi, item in enumerate(questions(a.data, dbname, split, a.per_db, a.seed)):
-                for cond in a.conditions:
-                    if cond == "qs":
-                        stmts = [ScoredStatement(e, "", 1.0) for e in item["evidence"]]
-                    else:
-                        stmts = rets[cond].retrieve(item["question"], None if cond == "all" else a.k)
-                    t = time.time()
-                    try:
-                        out = synth.run(item["question"], stmts)
-                        ok, sql, err = same_result(db, out.result.rows, item["gold"]), out.sql, ""
-                    except TagqlError as exc:
-                        ok, sql, err = False, "", exc.one_line()
-                    rec = {"db": dbname, "split": split, "i": qi, "condition": cond, "question": item["question"],
-                           "correct": ok, "sql": sql, "error": err, "statements": len(stmts),
-                           "seconds": round(time.time() - t, 1)}
-                    records.append(rec)
-                    print(f"{dbname:13s} {split:3s} {qi:3d} {cond:7s} {'OK ' if ok else 'bad'} {rec['seconds']:5.1f}s",
-                          flush=True)
-                a.out.parent.mkdir(parents=True, exist_ok=True)
-                a.out.write_text(json.dumps({"records": records}, indent=1))
-    summarise(records, a, settings, t0)
+        qs = {split: questions(a.data, dbname, split, a.per_db, a.seed) for split in a.splits}
+        setup[dbname] = (db, rets, synth, qs)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    reused = 0
+    with open(partial_path, "a") as partial:
+        for qi in range(a.per_db):  # interleaved: a stopped run covers every database and split evenly
+            for dbname in a.dbs:
+                db, rets, synth, qs = setup[dbname]
+                for split in a.splits:
+                    if qi >= len(qs[split]):
+                        continue
+                    item = qs[split][qi]
+                    for cond in a.conditions:
+                        if cond == "qs":
+                            stmts = [ScoredStatement(e, "", 1.0) for e in item["evidence"]]
+                        else:
+                            stmts = rets[cond].retrieve(item["question"], None if cond == "all" else a.k)
+                        keys = statement_keys(stmts)
+                        old = done.get((dbname, split, qi, cond))
+                        if old and old["question"] == item["question"] and old.get("statement_keys") == keys:
+                            reused += 1
+                            continue
+                        t = time.time()
+                        try:
+                            out = synth.run(item["question"], stmts)
+                            ok, sql, err = same_result(db, out.result.rows, item["gold"]), out.sql, ""
+                        except TagqlError as exc:
+                            ok, sql, err = False, "", exc.one_line()
+                        rec = {"db": dbname, "split": split, "i": qi, "condition": cond,
+                               "question": item["question"], "correct": ok, "sql": sql, "error": err,
+                               "statements": len(stmts), "statement_keys": keys, "model": settings.llm.model,
+                               "seconds": round(time.time() - t, 1)}
+                        done[(dbname, split, qi, cond)] = rec
+                        partial.write(json.dumps(rec) + "\n")
+                        partial.flush()
+                        print(f"{dbname:13s} {split:3s} {qi:3d} {cond:13s} {'OK ' if ok else 'bad'} "
+                              f"{rec['seconds']:5.1f}s", flush=True)
+    print(f"({reused} records reused from {partial_path})")
+    summarise(list(done.values()), a, settings, t0)
 
 
 def summarise(records: list[dict], a: argparse.Namespace, settings, t0: float) -> None:  # noqa: ANN001
+    """Summary over the questions that have a record for every condition (same questions per method)."""
+    records = [r for r in records if r["db"] in a.dbs and r["split"] in a.splits and r["i"] < a.per_db
+               and r["condition"] in a.conditions]
+    by_q: dict[tuple, set] = {}
+    for r in records:
+        by_q.setdefault((r["db"], r["split"], r["i"]), set()).add(r["condition"])
+    full = {q for q, cs in by_q.items() if cs >= set(a.conditions)}
+    records = sorted((r for r in records if (r["db"], r["split"], r["i"]) in full),
+                     key=lambda r: (r["db"], r["split"], r["i"], a.conditions.index(r["condition"])))
     summary: dict[str, dict[str, float]] = {}
-    for split in a.splits:
+    for split in a.splits + ["all"]:
         for cond in a.conditions:
-            rs = [r for r in records if r["split"] == split and r["condition"] == cond]
+            rs = [r for r in records if split in ("all", r["split"]) and r["condition"] == cond]
             if rs:
                 summary.setdefault(split, {})[cond] = round(100 * sum(r["correct"] for r in rs) / len(rs), 1)
-    n = {s: len([r for r in records if r["split"] == s and r["condition"] == a.conditions[0]]) for s in a.splits}
-    print(f"\nexecution accuracy (%), local model {settings.llm.model}, k={a.k}, questions per split: {n}")
-    print(f"{'split':6s} " + " ".join(f"{c:>7s}" for c in a.conditions))
+    n = {s: len([q for q in full if q[1] == s]) for s in a.splits}
+    per_db = {f"{db}/{s}": {"questions": len([q for q in full if q[:2] == (db, s)])}
+              | {c: sum(r["correct"] for r in records if (r["db"], r["split"], r["condition"]) == (db, s, c))
+                 for c in a.conditions} for db in a.dbs for s in a.splits}
+    models = sorted({r.get("model", "?") for r in records})
+    print(f"\nexecution accuracy (%), model {', '.join(models) or settings.llm.model}, k={a.k}, "
+          f"questions per split: {n}")
+    print(f"{'split':6s} " + " ".join(f"{c:>13s}" for c in a.conditions))
     for split, row in summary.items():
-        print(f"{split:6s} " + " ".join(f"{row.get(c, float('nan')):7.1f}" for c in a.conditions))
-    per_db = {f"{db}/{s}": {c: [r["correct"] for r in records if (r["db"], r["split"], r["condition"]) == (db, s, c)].count(True)
-                            for c in a.conditions} for db in a.dbs for s in a.splits}
-    print("correct per database:", json.dumps(per_db))
+        print(f"{split:6s} " + " ".join(f"{row.get(c, float('nan')):13.1f}" for c in a.conditions))
+    print("correct per database/split:")
+    for k, v in per_db.items():
+        print(f"  {k:18s} " + json.dumps(v))
     a.out.write_text(json.dumps({"summary": summary, "questions": n, "correct_per_db": per_db, "per_db": a.per_db,
-                                 "seed": a.seed, "k": a.k, "dbs": a.dbs, "model": settings.llm.model,
+                                 "seed": a.seed, "k": a.k, "dbs": a.dbs, "splits": a.splits,
+                                 "conditions": a.conditions, "model": models,
+                                 "subset": f"per database and split, the first {a.per_db} questions after "
+                                           f"random.Random({a.seed}).shuffle; only questions with every condition",
                                  "seconds": round(time.time() - t0), "records": records}, indent=1))
 
 
