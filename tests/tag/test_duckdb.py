@@ -210,3 +210,28 @@ def test_row_at_a_time_without_pyarrow(duck_path, expected, monkeypatch):
     r = execute_with_lm(db, PER_HERO, eng)
     assert r.rows == rows and llm.usage.calls == n_publishers
     assert eng.stats.per_operator[0]["batches"] == len(rows)  # one row per call
+
+
+def test_a_damaged_or_locked_file_is_a_clear_error(duck_path, tmp_path):
+    import shutil
+    import subprocess
+
+    from tagql.errors import NotADatabase
+
+    bad = tmp_path / "bad.duckdb"
+    data = bytearray(duck_path.read_bytes()[:1_000_000])
+    data[5000:] = bytes(len(data) - 5000)  # header kept, blocks zeroed
+    bad.write_bytes(bytes(data))
+    with pytest.raises(NotADatabase, match="cannot open the DuckDB database"):
+        open_database(bad)
+    locked = tmp_path / "locked.duckdb"
+    shutil.copy(duck_path, locked)
+    script = f"import duckdb, time; c = duckdb.connect({str(locked)!r}); print('open', flush=True); time.sleep(60)"
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)  # holds the lock
+    try:
+        assert writer.stdout.readline().strip() == "open"
+        with pytest.raises(NotADatabase, match="lock"):
+            open_database(locked)
+    finally:
+        writer.kill()
+        writer.wait()

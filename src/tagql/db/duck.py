@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from tagql.errors import DatabaseNotFound, QueryTimeout, UnsafeQuery
+from tagql.errors import DatabaseNotFound, NotADatabase, QueryTimeout, UnsafeQuery
 
 if TYPE_CHECKING:
     from tagql.db.schema import Table
@@ -68,8 +68,17 @@ def duckdb_engine(path: Path) -> sa.Engine:
     except ImportError as exc:
         raise DatabaseNotFound(f"'{path}' is a DuckDB database but {exc.name} is not installed", _INSTALL_HINT) from exc
     url = sa.engine.URL.create("duckdb", database=str(path.resolve()))
-    return sa.create_engine(url, connect_args={"read_only": True, "config": dict(CONFIG)},
-                            poolclass=sa.pool.QueuePool, pool_size=4)
+    engine = sa.create_engine(url, connect_args={"read_only": True, "config": dict(CONFIG)},
+                              poolclass=sa.pool.QueuePool, pool_size=4)
+    try:  # fail now, with the reason (a writer holding the file's lock, a damaged file), not at the first query
+        with engine.connect():
+            pass
+    except Exception as exc:  # any driver error means the file cannot be opened
+        engine.dispose()
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise NotADatabase(f"cannot open the DuckDB database '{path}': {reason}",
+                           "close other programs writing to it, or check the file") from exc
+    return engine
 
 
 @dataclass
