@@ -235,3 +235,22 @@ def test_a_damaged_or_locked_file_is_a_clear_error(duck_path, tmp_path):
     finally:
         writer.kill()
         writer.wait()
+
+
+def test_a_hybrid_plan_runs_on_duckdb(duck_path, expected):
+    """A plan whose SQL calls LM_FILTER, then a relational operator: validated (schema, LIMIT 0 probe)
+    and run on DuckDB like on SQLite."""
+    from tagql.tag.plan import Plan, PlanError, run_plan
+
+    rows, n_publishers = expected
+    llm = ScriptedLLM(judge)
+    eng = SemEngine(llm)
+    db = open_database(duck_path)
+    plan = Plan("SELECT s.superhero_name FROM superhero s JOIN publisher p ON s.publisher_id = p.id "
+                "WHERE LM_FILTER('" + FILTER + "', p.publisher_name)", [{"op": "count"}])
+    run = run_plan(plan, db, eng)
+    assert run.result.rows == [(sum(dc for _, dc in rows),)]
+    # one call per publisher: all 25 when DuckDB pushes the filter below the join, else those with heroes
+    assert llm.usage.calls in (25, n_publishers)
+    with pytest.raises(PlanError, match="publisher_nam"):
+        run_plan(Plan("SELECT id FROM publisher WHERE LM_FILTER('" + FILTER + "', publisher_nam)"), db, eng)
