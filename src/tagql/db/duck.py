@@ -103,7 +103,7 @@ def _internal(token: int, name: str, n: int) -> str:
     return f"__tagql_{token}_{name.lower()}_{n}"
 
 
-# functions already created on each raw connection (name -> arity set), so each is created once
+# what is already created on each raw connection ('name/nargs/returns' tags), so each is created once
 _registered: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 _registered_lock = threading.Lock()
 
@@ -145,7 +145,7 @@ def register_functions(raw: Any, functions: dict[str, DuckFunction]) -> None:
         params = lambda n: ", ".join(f"a{i}" for i in range(n))
         casts = lambda n: ", ".join(f"CAST(a{i} AS VARCHAR)" for i in range(n))
         overloads = ", ".join(f"({params(n)}) AS {_internal(token, key, n)}({casts(n)})" for n in arities)
-        raw.execute(f"CREATE OR REPLACE TEMP MACRO {key}{overloads[overloads.index('('):]}")
+        raw.execute(f"CREATE OR REPLACE TEMP MACRO {key}{overloads}")  # name(a0) AS ..., (a0, a1) AS ...
         done.add(tag)
 
 
