@@ -15,7 +15,8 @@ Every record is appended to ``<out>.partial.jsonl`` as soon as it exists; a new 
 arguments resumes from it: a record is reused when its question and condition match and, for
 retrieval conditions, the statements retrieved now are the same ones (so a change to a retrieval
 method re-runs exactly the questions whose statements changed). ``--summarise-only`` summarises
-what the partial file holds (only questions that have every condition).
+what the partial file holds (only questions that have every condition asked for), so one record
+stream can be summarised for several condition sets (``--partial`` names it, ``--out`` the summary).
 
     nice -n 10 python bench/knowledge_exec_accuracy.py --per-db 8
     python bench/knowledge_exec_accuracy.py --per-db 8 --summarise-only
@@ -84,9 +85,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--stores", type=Path, default=Path("/tmp/tagql_knowledge_stores"))
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "knowledge_exec_accuracy.json")
-    ap.add_argument("--summarise-only", action="store_true", help="summarise the records in <out>.partial.jsonl")
+    ap.add_argument("--partial", type=Path, default=None,
+                    help="record stream to append to / resume from (default <out>.partial.jsonl)")
+    ap.add_argument("--summarise-only", action="store_true", help="summarise the records in the --partial file")
     a = ap.parse_args()
-    partial_path = a.out.with_name(a.out.name + ".partial.jsonl")
+    partial_path = a.partial or a.out.with_name(a.out.name + ".partial.jsonl")
     settings = load_settings()
     t0 = time.time()
     if a.summarise_only:
