@@ -117,3 +117,19 @@ def test_question_about_none_of_the_databases_gets_low_confidence(small_router, 
         assert note and "none of the databases" in note, (q, small_router.route(q)[0].to_dict())
     flagged = sum(confidence_note(c) is not None for c in small_router.route_many([e["question"] for e in dev]))
     assert flagged <= 0.1 * len(dev), flagged
+
+
+def test_table_lists_start_with_a_trail_and_do_not_depend_on_k(small_router, small_collection, dev) -> None:
+    g = small_collection.graph
+    qs = [e["question"] for e in dev[:30]]
+    wide = small_router.route_many(qs, k=8)
+    for q, cands in zip(qs, wide):
+        narrow = small_router.route(q, k=3)
+        assert [(c.database, c.tables) for c in narrow] == [(c.database, c.tables) for c in cands[:3]]
+        for c in cands:
+            first = c.trails[0]
+            assert c.tables[: len(first)] == first  # the best trail leads
+            assert all(set(t) <= set(c.tables) for t in c.trails)
+            for i in range(1, len(c.tables)):  # later tables join the earlier ones where the graph allows
+                reach = {n for t in c.tables[:i] for n in g.neighbours(c.database, t)} - set(c.tables[:i])
+                assert not reach or c.tables[i] in reach, (c.database, c.tables)
