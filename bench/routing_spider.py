@@ -73,6 +73,8 @@ def main() -> None:
         router = coll.router(base, **kwargs)
         load_s = time.perf_counter() - t
         res: dict = {"load_s": round(load_s, 2)}
+        if getattr(router, "cfg", None) is not None:  # the knobs in effect (decoding ones may postdate the index)
+            res["config"] = dict(router.cfg.__dict__)
         for name, (qs, golds) in sets.items():
             t = time.perf_counter()
             cands = router.route_many(qs, k=20)  # batched (embeddings); latency below is one at a time
@@ -97,6 +99,9 @@ def main() -> None:
     if getattr(coll, "path", None) and (coll.path / "router" / "meta.json").exists():
         meta = json.loads((coll.path / "router" / "meta.json").read_text())
         results["router_meta"] = {k: v for k, v in meta.items() if k not in ("fingerprints", "weights_vec", "db_weights_vec")}
+        results["router_rebuilt"] = router_build is not None
+        if router_build is None:  # index reused: its build time as recorded when it was built
+            results["router_build_s"] = meta.get("build_s")
 
     print(f"{'method':<12}{'set':<12}{'DB R@1':>8}{'DB R@5':>8}{'T R@5':>8}{'T R@15':>8}{'mAP':>8}{'p50 ms':>8}"
           f"{'p95 ms':>8}")
