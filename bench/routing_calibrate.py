@@ -78,7 +78,7 @@ def main() -> None:
     fitted = {"db_temp": round(float(td[0]), 3), "table_scale": round(float(ab[0]), 3),
               "table_bias": round(float(ab[1]), 3)}
 
-    def recall(cfg) -> dict:  # noqa: ANN001
+    def recall(cfg: object) -> dict:
         router.cfg = cfg
         return summarize([router._candidates(r, 20, d, n) for r, d, n in zip(lg, dlg, near)], golds)
 

@@ -13,8 +13,10 @@ Design (what trains in minutes on two CPU cores, instead of DBCopilot's GPU-trai
    needs no retraining (see :meth:`GraphRouter.update`).
 3. **Graph-constrained beam search** -- per database, trails start at any table and grow only to
    neighbours of chosen tables (the paper's decoding constraint), so every candidate is a valid trail;
-   trails of one database are merged into one candidate (the paper's grouping), several databases
-   are returned (diversity), each scored by its best trail.
+   one candidate per database (the paper's grouping), several databases are returned (diversity).
+4. **Table lists** -- a candidate lists its best trail, then its database's other tables grown along
+   graph edges; how many, per candidate, maximises the expected table recall at 5 and 15 of the
+   flattened candidates under calibrated database / table probabilities (:meth:`GraphRouter.allocate`).
 """
 
 from __future__ import annotations
