@@ -177,6 +177,23 @@ def load() -> str:
     return f"{la[0]:.2f} {la[1]:.2f} {la[2]:.2f}"
 
 
+def merge(old: dict, new: dict, methods: list[str]) -> dict:
+    """``old`` with ``methods``' F1 (macro, per database, worst database) and latency from ``new``;
+    the rest of ``old`` is kept and the new run's metadata recorded under ``merged_from``."""
+    out = dict(old)
+    for m in methods:
+        out["macro_f1"][m] = new["macro_f1"][m]
+        out["min_db_f1"][m] = new["min_db_f1"][m]
+        for db, r in new["per_db"].items():
+            out["per_db"].setdefault(db, {k: v for k, v in r.items() if k in ("questions", "statements")})[m] = r[m]
+        for label, rows in new.get("latency", {}).items():
+            if isinstance(rows, dict) and m in rows:
+                out.setdefault("latency", {}).setdefault(label, {"statements": rows.get("statements")})[m] = rows[m]
+    out.setdefault("merged_from", []).append({k: new[k] for k in ("load_avg_start", "load_avg_end", "seconds")}
+                                             | {"methods": methods, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "data")
@@ -189,6 +206,9 @@ def main() -> None:
     ap.add_argument("--synthetic", type=int, default=20000)
     ap.add_argument("--cache", type=Path, default=None, help="pickle file to memoise embeddings across runs")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "knowledge_evidence_f1.json")
+    ap.add_argument("--merge", action="store_true",
+                    help="re-measure only --methods and keep the other methods' figures already in --out "
+                         "(their run's date and load are kept under 'merged_from')")
     a = ap.parse_args()
     t0 = time.time()
     res: dict = {"load_avg_start": load(), "cores": os.cpu_count()}
@@ -219,6 +239,9 @@ def main() -> None:
             row += f" {r1['p50_ms']:8.1f} /{r1['p95_ms']:7.1f} {r2['p50_ms']:9.1f} /{r2['p95_ms']:7.1f}"
         print(row)
     res["seconds"] = time.time() - t0
+    if a.merge and a.out.exists():
+        res = merge(json.loads(a.out.read_text()), res, a.methods)
+        print("merged with the other methods of " + str(a.out), file=sys.stderr)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(res, indent=2))
     print(f"wrote {a.out}", file=sys.stderr)

@@ -137,7 +137,8 @@ def main() -> None:
                             ok, sql, err = False, "", exc.one_line()
                         rec = {"db": dbname, "split": split, "i": qi, "condition": cond,
                                "question": item["question"], "correct": ok, "sql": sql, "error": err,
-                               "statements": len(stmts), "statement_keys": keys, "model": settings.llm.model,
+                               "statements": len(stmts), "statement_keys": keys,
+                               "scores": [s.score for s in stmts], "model": settings.llm.model,
                                "seconds": round(time.time() - t, 1)}
                         done[(dbname, split, qi, cond)] = rec
                         partial.write(json.dumps(rec) + "\n")

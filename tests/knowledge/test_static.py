@@ -190,3 +190,40 @@ def test_same_letter_case_breaks_the_tie_between_case_variants(static_model, que
         # without the case signal it is a tie, and the tie goes to repository order
         plain = IndexRetriever(corpus_of(order + TOX), StaticHybridMethod(model=static_model, w_case=0.0))
         assert plain.retrieve(question, k=1)[0].text == parse_structured(order[0]).text
+
+
+def test_instance_identifiers():
+    from tagql.knowledge.canon import tokens
+    from tagql.knowledge.retrieval import instance_ids
+
+    got = {t: sorted(instance_ids(tokens(t))) for t in [
+        "bond TR001_10_11", "molecule TR060", "member rec4BLdZHS2Blfp4v", "A12", "finished 1st", "100m sprint",
+        "K-12 schools", "born after 1992"]}
+    assert got == {"bond TR001_10_11": ["tr001_10_11"], "molecule TR060": ["tr060"],
+                   "member rec4BLdZHS2Blfp4v": ["rec4bldzhs2blfp4v"], "A12": [], "finished 1st": [],
+                   "100m sprint": [], "K-12 schools": [], "born after 1992": []}
+
+
+INSTANCES = ["'bond TR001_10_11' refers to connected.bond_id = 'TR001_10_11'",
+             "'molecule TR060' refers to molecule.molecule_id = 'TR060'",
+             "'atoms' refers to atom.atom_id OR connected.atom_id OR connected.atom_id2",
+             "'triple bond' refers to bond.bond_type = '#'"]
+
+
+def test_statements_about_another_instance_are_found_by_identifier():
+    c = corpus_of(INSTANCES)
+    assert c.foreign_instances("Name the atoms' elements that form bond TR000_2_3.").tolist() == [0, 1]
+    assert c.foreign_instances("Which atoms form bond TR001_10_11?").tolist() == [1]
+    assert c.foreign_instances("Is molecule TR060 carcinogenic? And bond TR001_10_11?").tolist() == []
+    assert corpus_of(TOX).foreign_instances("any question TR001").tolist() == []
+
+
+def test_hybrid_static_leaves_out_statements_about_another_instance(static_model):
+    """A statement naming another bond would hand the SQL generator a wrong constant; the next
+    statements take its place, and it still comes first when the question names its bond."""
+    r = IndexRetriever(corpus_of(INSTANCES + TOX), StaticHybridMethod(model=static_model))
+    got = [g.text for g in r.retrieve("Name the atoms' elements that form bond TR000_2_3.", k=4)]
+    assert len(got) == 4 and "bond TR001_10_11" not in got and "molecule TR060" not in got
+    assert r.retrieve("Name the atoms' elements that form bond TR001_10_11.", k=1)[0].text == "bond TR001_10_11"
+    plain = IndexRetriever(corpus_of(INSTANCES + TOX), StaticHybridMethod(model=static_model, instances=0))
+    assert "bond TR001_10_11" in [g.text for g in plain.retrieve("Name the atoms' elements that form bond TR000_2_3.", k=4)]

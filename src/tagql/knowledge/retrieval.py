@@ -90,6 +90,8 @@ class Corpus:
         self._bm25 = _BM25(self._tok, self.k1, self.b)
         self._stem_bm25: _BM25 | None = None  # the same over plural-folded tokens, built on first use
         self._case_index: _PhraseIndex | None = None
+        # statements whose text part names a specific instance by an identifier ('bond TR001_10_11')
+        self._instance_ids = {i: ids for i, t in enumerate(self._tok) if (ids := instance_ids(t))}
         self._literals = [sql_literals(s) for s in self.sqls]
         # phrase indexes: first token -> [(the phrase's tokens, statement index)], for the SQL
         # snippet's quoted word-constants and for the whole text part
@@ -154,6 +156,25 @@ class Corpus:
         if self._case_index is None:
             self._case_index = _phrase_index((cased_tokens(t), i) for i, t in enumerate(self.texts))
         return _phrase_hits(self._case_index, cased_tokens(question), candidates)
+
+    def foreign_instances(self, question: str) -> np.ndarray:
+        """Indices of statements whose text part names an identifier (see :func:`instance_ids`)
+        that the question does not name: statements about another instance."""
+        if not self._instance_ids:
+            return np.zeros(0, dtype=np.int64)
+        q = set(tokens(question))
+        return np.array([i for i, ids in self._instance_ids.items() if not ids <= q], dtype=np.int64)
+
+
+_IDENT = re.compile(r"(?=[a-z_]*\d)(?=\d*[a-z])\w{4,}")  # letters and digits, >= 4 characters
+_ORDINAL_OR_UNIT = re.compile(r"\d+[a-z]{1,2}")  # 1st, 2nd, 100m, 5k: quantities, not names
+
+
+def instance_ids(toks: list[str]) -> frozenset[str]:
+    """Identifier tokens among lowercased tokens: letters and digits mixed, >= 4 characters, not an
+    ordinal or a number with a unit ('tr001_10_11', 'tr060', 'rec4bldzhs2blfp4v'; not 'a12', '1st',
+    '100' placeholders)."""
+    return frozenset(w for w in toks if _IDENT.fullmatch(w) and not _ORDINAL_OR_UNIT.fullmatch(w))
 
 
 _CASED = re.compile(r"\w+")
@@ -487,16 +508,20 @@ class StaticHybridMethod(HybridMethod):
     "What elements" the 'atom.element' statements' texts); ``w_case`` (small, a tie-break) when the
     text part occurs with the same letter case, so of two statements whose texts differ only in case
     ('Chlorine' / 'chlorine', both kept by their authors) the one the question's spelling matches
-    ranks first. Measured effect and how the weights were chosen: docs/knowledge.md."""
+    ranks first. ``instances`` leaves out statements whose text part names an identifier the question
+    does not name ('bond TR001_10_11' for a question about bond TR000_2_3): a statement about another
+    instance only offers the SQL generator a wrong constant to copy, and a small model copies it
+    (measured: bench/knowledge_exec_accuracy.py). The next statements take their places. Measured
+    effect and how the weights were chosen: docs/knowledge.md."""
 
     def __init__(self, n: int = 2, w_bm25: float = 0.3, w_literal: float = 0.1, candidates: int = 256,
                  max_window: int = 12, diversity: float = 0.3, w_text: float = 0.1,
-                 w_case: float = 0.01, stem: int = 1,
+                 w_case: float = 0.01, stem: int = 1, instances: int = 1,
                  model=None) -> None:  # noqa: ANN001
         super().__init__(n=n, w_bm25=w_bm25, w_literal=w_literal, candidates=candidates,
                          max_window=max_window, diversity=diversity)
         self.name, self.needs_embedder = "hybrid-static", False
-        self.w_text, self.w_case, self.stem = w_text, w_case, stem
+        self.w_text, self.w_case, self.stem, self.instances = w_text, w_case, stem, instances
         self._model = model
 
     @property
@@ -550,6 +575,11 @@ class StaticHybridMethod(HybridMethod):
             out += self.w_text * corpus.text_hits(question, cand)
         if self.w_case:
             out += self.w_case * corpus.case_hits(question, cand)
+        if self.instances:
+            foreign = corpus.foreign_instances(question)
+            if len(foreign):
+                keep = ~np.isin(cand, foreign)
+                cand, out = cand[keep], out[keep]
         return cand, out
 
 
