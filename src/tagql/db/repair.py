@@ -1,4 +1,4 @@
-"""Deterministic repair of the two column mistakes small models make most.
+"""Deterministic repair of the mistakes small models make most in SQL: misplaced columns and constants.
 
 On BIRD dev, about half of the Qwen2.5-Coder-1.5B queries that fail validation name a real column
 under the wrong table:
@@ -7,12 +7,13 @@ under the wrong table:
    ``power_name``) is in the same SELECT. When exactly one table of that SELECT has the column, the
    qualifier is rewritten.
 2. **Missing join**: ``superhero.publisher_name`` with no ``publisher`` table in the SELECT. When
-   exactly one table of the schema has the column and exactly one foreign key links it to exactly one
-   table of the SELECT, that join is added.
+   exactly one table of the schema has the column and exactly one shortest foreign-key path (at most
+   two hops, so a bridge table such as ``hero_power`` counts) leads to it from the SELECT's tables,
+   those joins are added; the question's words break a tie between paths.
 
-Anything ambiguous (two candidate tables, two foreign keys such as eye/hair colour) is left alone: the
-validation error then goes back to the LLM. A repair only touches a query that would otherwise be
-rejected, and every repair is reported as a note, so a user sees what changed.
+Anything ambiguous (two candidate tables, eye/hair colour keys the question does not tell apart) is
+left alone: the validation error then goes back to the LLM. A repair only touches a query that would
+otherwise be rejected, and every repair is reported as a note, so a user sees what changed.
 
 3. **Value spelling** (:func:`repair_values`, needs the data): ``element = 'Cl'`` where the column only
    holds ``'cl'``. A string constant compared with a column that does not contain it, but contains
@@ -41,7 +42,6 @@ class _Source:
 
     alias: str
     table: Table
-    node: exp.Table
 
 
 def repair_columns(tree: exp.Expression, schema: Schema, question: str = "") -> list[str]:
@@ -69,7 +69,7 @@ def _sources(select: exp.Select, schema: Schema) -> list[_Source] | None:
         table = schema.table(node.name)
         if table is None:
             return None
-        out.append(_Source(node.alias_or_name, table, node))
+        out.append(_Source(node.alias_or_name, table))
     return out
 
 
@@ -212,7 +212,7 @@ def _join_owner(
         if alias != link.b:
             node.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
         select.join(node, on=on, copy=False)
-        added = _Source(alias, schema.table(link.b), node)  # type: ignore[arg-type]
+        added = _Source(alias, schema.table(link.b))  # type: ignore[arg-type]
         sources.append(added)
         alias_of[link.b.lower()] = alias
     return added
