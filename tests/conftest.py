@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -47,3 +50,17 @@ def postgres_url() -> str:
 
     copy_database(demo_database_path(), url, replace=True)
     return url
+
+
+@pytest.fixture(scope="session")
+def load_bench() -> Callable[[str], ModuleType]:
+    """Import a script under ``bench/`` by name (they are scripts, not a package)."""
+
+    def load(name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    return load

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from collections import Counter
 from pathlib import Path
@@ -11,15 +10,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_devset_shape_and_answers_match_reference_pipelines(shared_data):
-    dev = _load("tag_devset")
+def test_devset_shape_and_answers_match_reference_pipelines(shared_data, load_bench):
+    dev = load_bench("tag_devset")
     rows = list(csv.DictReader((REPO / "bench" / "data" / "tag_dev.csv").open()))
     assert len(rows) >= 40
     types = Counter(r["Query type"] for r in rows)
@@ -32,8 +24,8 @@ def test_devset_shape_and_answers_match_reference_pipelines(shared_data):
         assert json.loads(r["Answer"]), f"empty reference for {r['Query']}"
 
 
-def test_scorer_rules():
-    acc = _load("tag_accuracy")
+def test_scorer_rules(load_bench):
+    acc = load_bench("tag_accuracy")
     assert acc.correct("Match", [1], ["1"], "")
     assert acc.correct("Match", ["a", "b"], ["B", "a"], "")
     assert acc.correct("Match", ["Angela Sanders"], [["Angela", "Sanders"]], "")

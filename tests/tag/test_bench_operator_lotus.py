@@ -3,25 +3,14 @@ the LOTUS worker's message adapter (runs without LOTUS installed)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sqlite3
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
 
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_rows_and_labels_come_from_world_1(shared_data):
-    bench = _load("tag_operator_lotus")
+def test_rows_and_labels_come_from_world_1(shared_data, load_bench):
+    bench = load_bench("tag_operator_lotus")
     rows, europe, population = bench.load(1000)
     assert len(rows) == 1000 and len({r[0] for r in rows}) == 1000
     small, _, _ = bench.load(50)
@@ -34,8 +23,8 @@ def test_rows_and_labels_come_from_world_1(shared_data):
     assert 100 < sum(europe.values()) < 400
 
 
-def test_metrics():
-    bench = _load("tag_operator_lotus")
+def test_metrics(load_bench):
+    bench = load_bench("tag_operator_lotus")
     europe = {1: True, 2: False, 3: True, 4: False}
     m = bench.filter_metrics({1, 2}, europe)
     assert (m["accuracy"], m["precision"], m["recall"]) == (0.5, 0.5, 0.5)
@@ -44,8 +33,8 @@ def test_metrics():
     assert t["precision_at_k"] == round(2 / 3, 3) and t["hit_top50"] == round(2 / 3, 3)
 
 
-def test_scripted_run_counts_calls_exactly(shared_data, tmp_path):
-    bench = _load("tag_operator_lotus")
+def test_scripted_run_counts_calls_exactly(shared_data, tmp_path, load_bench):
+    bench = load_bench("tag_operator_lotus")
     out = tmp_path / "r.json"
     assert bench.main(["--scripted", "--rows", "60", "--k", "5", "--out", str(out)]) == 0
     res = json.loads(out.read_text())
@@ -63,8 +52,8 @@ def test_scripted_run_counts_calls_exactly(shared_data, tmp_path):
         assert r[m]["filter"]["accuracy"] == 1.0
 
 
-def test_lotus_worker_flattens_text_parts_only():
-    worker = _load("tag_operator_lotus_worker")
+def test_lotus_worker_flattens_text_parts_only(load_bench):
+    worker = load_bench("tag_operator_lotus_worker")
     msg = {"role": "user", "content": [{"type": "text", "text": "Question: a\n"}, {"type": "text", "text": "Doc"}]}
     assert worker.flatten(msg) == {"role": "user", "content": "Question: a\nDoc"}
     assert worker.flatten({"role": "system", "content": "x"}) == {"role": "system", "content": "x"}
