@@ -13,7 +13,12 @@ from tagql.tag.answer import format_data_points, json_value, result_values
 def test_small_result_is_shown_whole() -> None:
     r = Result("SELECT", ["name", "h"], [("Ymir", 30480), ("Surtur", 30480)])
     text = format_data_points(r, AnswerSettings())
-    assert text == "Data Point 1:\n- name: Ymir\n- h: 30480\nData Point 2:\n- name: Surtur\n- h: 30480"
+    assert text == "The query returned 2 rows:\nname | h\nYmir | 30480\nSurtur | 30480"
+
+
+def test_one_row_is_a_data_point() -> None:
+    text = format_data_points(Result("SELECT", ["name", "h"], [("Ymir", 30480)]), AnswerSettings())
+    assert text == "Data Point 1:\n- name: Ymir\n- h: 30480"
 
 
 def test_large_result_says_its_shape_and_what_is_shown() -> None:
@@ -22,13 +27,13 @@ def test_large_result_says_its_shape_and_what_is_shown() -> None:
     text = format_data_points(r, AnswerSettings(max_rows_in_prompt=5))
     assert text.startswith("The query returned at least 500 (the result was cut at the row cap) rows and 2 columns; only the first 5 are shown.")
     assert "- h: 500 distinct non-null values, min 0, max 499" in text
-    assert "Data Point 5:" in text and "Data Point 6:" not in text
+    assert text.endswith("name | h\nhero 0 | 0\nhero 1 | 1\nhero 2 | 2\nhero 3 | 3\nhero 4 | 4")
 
 
 def test_character_budget_limits_rows() -> None:
     rows = [("x" * 150,) for _ in range(50)]
     text = format_data_points(Result("SELECT", ["t"], rows), AnswerSettings(max_chars_in_prompt=1000))
-    assert "only the first 5 are shown" in text
+    assert "only the first 6 are shown" in text  # 6 lines of 151 characters fit in 1,000
 
 
 def test_values_are_json_safe() -> None:

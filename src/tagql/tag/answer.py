@@ -58,25 +58,32 @@ def describe_shape(result: Result) -> str:
 
 
 def format_data_points(result: Result, settings: AnswerSettings) -> str:
-    """Rows as the TAG paper's "Data Point i: - col: value" list, cut to the budget with a note."""
+    """The result as the answer LM reads it, cut to the budget with a note saying so.
+
+    One row reads as the TAG paper's data point ("- col: value" lines). Several rows are a table:
+    the column names once, then one line per row. Prompt tokens are what an answer costs on a CPU
+    (~150 per second here), and repeating every column name on every row made a 20-row answer
+    prompt about three times longer than the table."""
     n = len(result.rows)
-    points: list[str] = []
+    if n == 1 and not result.truncated:
+        return "Data Point 1:\n" + "\n".join(f"- {c}: {_cell(v)}" for c, v in zip(result.columns, result.rows[0]))
+    lines: list[str] = []
     used = 0
-    for i, row in enumerate(result.rows[: settings.max_rows_in_prompt]):
-        text = f"Data Point {i + 1}:\n" + "\n".join(f"- {c}: {_cell(v)}" for c, v in zip(result.columns, row))
-        if used + len(text) > settings.max_chars_in_prompt and points:
+    for row in result.rows[: settings.max_rows_in_prompt]:
+        line = " | ".join(_cell(v) for v in row)
+        if used + len(line) > settings.max_chars_in_prompt and lines:
             break
-        points.append(text)
-        used += len(text)
-    shown = len(points)
+        lines.append(line)
+        used += len(line) + 1
+    shown = len(lines)
+    table = " | ".join(result.columns) + "\n" + "\n".join(lines)
     total = f"at least {n} (the result was cut at the row cap)" if result.truncated else str(n)
     if shown < n or result.truncated:
-        header = (
+        return (
             f"The query returned {total} rows and {len(result.columns)} columns; only the first {shown} are "
-            f"shown. Column summary over the {n} fetched rows:\n{describe_shape(result)}\n"
+            f"shown. Column summary over the {n} fetched rows:\n{describe_shape(result)}\n\n{table}"
         )
-        return header + "\n" + "\n".join(points)
-    return "\n".join(points)
+    return f"The query returned {n} rows:\n{table}"
 
 
 def generate_answer(question: str, result: Result, llm: LLM, settings: AnswerSettings) -> str:
