@@ -7,6 +7,9 @@ BIRD dev databases available here. Gold SQL: ``GT_SQL`` of ``Templatized_Domain_
 (IN) and ``SQL`` of ``data/<db>_OUT.json`` (OUT), i.e. the 2023 files the questions come from. A
 prediction is correct when its result rows equal the gold rows as sets (BIRD's rule).
 
+A condition may also be ``method@K`` (a fixed K other than ``--k``) or ``method/gap`` (K chosen by
+the score gap, :func:`tagql.knowledge.retrieval.gap_k`, at most 4).
+
 Fixed subset: per database and split, the first ``--per-db`` questions after a shuffle with
 ``--seed`` (default 0). Questions run in an interleaved order (question 0 of every database and
 split, then question 1, ...), so a stopped run still covers every database and split evenly.
@@ -105,7 +108,7 @@ def main() -> None:
     for dbname in a.dbs:
         db = open_database(a.data / "bird" / "dev_databases" / dbname / f"{dbname}.sqlite", settings=settings.db)
         kb, _ = import_database(a.data, dbname, a.stores / f"{dbname}.kb")
-        rets = {c: kb.retriever(c) for c in a.conditions if c != "qs"}
+        rets = {c: retriever(kb, c) for c in a.conditions if c != "qs"}
         synth = QuerySynthesizer(db, llm, max_tokens=settings.answer.max_sql_tokens, retries=settings.answer.sql_retries)
         qs = {split: questions(a.data, dbname, split, a.per_db, a.seed) for split in a.splits}
         setup[dbname] = (db, rets, synth, qs)
@@ -123,7 +126,7 @@ def main() -> None:
                         if cond == "qs":
                             stmts = [ScoredStatement(e, "", 1.0) for e in item["evidence"]]
                         else:
-                            stmts = rets[cond].retrieve(item["question"], None if cond == "all" else a.k)
+                            stmts = rets[cond].retrieve(item["question"], None if cond == "all" else k_of(cond, a.k))
                         keys = statement_keys(stmts)
                         old = done.get((dbname, split, qi, cond))
                         if old and old["question"] == item["question"] and old.get("statement_keys") == keys:
@@ -147,6 +150,18 @@ def main() -> None:
                               f"{rec['seconds']:5.1f}s", flush=True)
     print(f"({reused} records reused from {partial_path})")
     summarise(list(done.values()), a, settings, t0)
+
+
+def retriever(kb, condition: str):  # noqa: ANN001, ANN201
+    """``method``, ``method@K`` (a fixed K) or ``method/gap`` (K chosen by the score gap, at most --k)."""
+    method = condition.split("@")[0].removesuffix("/gap")
+    return kb.retriever(method, auto_k=condition.endswith("/gap"))
+
+
+def k_of(condition: str, default: int) -> int | None:
+    if condition.endswith("/gap"):
+        return None  # the retriever's gap rule picks K (at most its default of 4)
+    return int(condition.split("@")[1]) if "@" in condition else default
 
 
 def summarise(records: list[dict], a: argparse.Namespace, settings, t0: float) -> None:  # noqa: ANN001
