@@ -17,12 +17,33 @@ import sys
 import time
 from pathlib import Path
 
-from tagql.config import load_settings
+from tagql.config import Settings, load_settings
 from tagql.routing.collection import Collection
 from tagql.routing.metrics import Gold, gold_tables, summarize
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results" / "routing_spider.json"
+
+
+def spider_collection(name: str = "spider-bench", settings: Settings | None = None) -> Collection:
+    """The collection of Spider's 166 databases (``tables.json``; data from ``database/``), built once."""
+    coll = Collection.create(name, settings or load_settings())
+    if not coll.entries:
+        coll.add_spider(DATA / "spider" / "tables.json")
+        coll.save()
+    return coll
+
+
+def ensure_router(coll: Collection, *, rebuild: bool = False, questions_per_table: int | None = None) -> float | None:
+    """Train the ``ours`` router of ``coll`` unless its index exists; the build time in s (None = reused)."""
+    if not rebuild and (coll.path / "router" / "meta.json").exists():
+        return None
+    from tagql.routing.ours import BuildConfig, GraphRouter
+
+    cfg = BuildConfig(**({"questions_per_table": questions_per_table} if questions_per_table else {}))
+    t = time.perf_counter()
+    GraphRouter.build(coll, cfg)
+    return round(time.perf_counter() - t, 1)
 
 
 def main() -> None:
@@ -39,19 +60,11 @@ def main() -> None:
 
     settings = load_settings()
     t0 = time.perf_counter()
-    coll = Collection.create(args.collection, settings)
-    if not coll.entries:
-        coll.add_spider(DATA / "spider" / "tables.json")
-        coll.save()
+    coll = spider_collection(args.collection, settings)
     build_s = time.perf_counter() - t0
     router_build = None
-    if "ours" in args.methods and (args.rebuild or not (coll.path / "router" / "meta.json").exists()):
-        from tagql.routing.ours import BuildConfig, GraphRouter
-
-        cfg = BuildConfig(**({"questions_per_table": args.questions_per_table} if args.questions_per_table else {}))
-        t = time.perf_counter()
-        GraphRouter.build(coll, cfg)
-        router_build = round(time.perf_counter() - t, 1)
+    if "ours" in args.methods:
+        router_build = ensure_router(coll, rebuild=args.rebuild, questions_per_table=args.questions_per_table)
     tables = {db: coll.schema(db).table_names for db in coll.databases}
 
     dev = json.loads((DATA / "spider" / "dev.json").read_text())

@@ -1,0 +1,76 @@
+"""bench/routing_e2e.py on three Spider questions with a scripted model: records, scoring, resuming."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tagql.config import load_settings
+from tagql.llm.scripted import ScriptedLLM
+
+# dev.json 0, 2 and 46; the scripted model answers the first right, the second in the wrong order
+# (right as a set, wrong for Spider: the gold query orders), the third wrong
+SQL = {
+    "How many singers do we have?": "SELECT count(*) FROM singer",
+    "Show name, country, age for all singers ordered by age from the oldest to the youngest.":
+        "SELECT name, country, age FROM singer ORDER BY age ASC",
+    "How many pets have a greater weight than 10?": "SELECT count(*) FROM pets",
+}
+
+
+def scripted() -> ScriptedLLM:
+    def reply(messages) -> str:
+        if "CREATE TABLE" not in messages[0].content:
+            return "The answer."
+        return next(sql for q, sql in SQL.items() if q in messages[-1].content)
+
+    return ScriptedLLM(reply)
+
+
+def test_subset_is_fixed_and_in_dev_order(load_bench, spider_dir: Path) -> None:
+    bench = load_bench("routing_e2e")
+    dev = json.loads((spider_dir / "dev.json").read_text())
+    usable = lambda db: (spider_dir / "database" / db / f"{db}.sqlite").exists()
+    a = bench.subset(dev, usable=usable)
+    assert a == bench.subset(dev, usable=usable) and len(a) == 200 and a == sorted(set(a))
+    assert a[:5] == [1, 14, 16, 27, 33]  # random.Random(0).sample over the usable questions: stated in the JSON
+    assert all(usable(dev[i]["db_id"]) for i in a) and not usable("wta_1")
+
+
+def test_match_rules(load_bench) -> None:
+    bench = load_bench("routing_e2e")
+    assert bench.results_match([(1,), (2,)], [(2,), (1,)], in_order=False)
+    assert not bench.results_match([(1,), (2,)], [(2,), (1,)], in_order=True)
+    assert not bench.results_match([(1,), (1,)], [(1,)], in_order=False)  # a multiset: duplicates count
+    assert bench.ordered("SELECT name FROM singer ORDER BY age DESC")
+    assert not bench.ordered("SELECT count(*) FROM concert WHERE stadium_id = "
+                             "(SELECT stadium_id FROM stadium ORDER BY capacity DESC LIMIT 1)")
+
+
+def test_run_scores_conditions_and_resumes(load_bench, small_collection, spider_dir: Path,
+                                           tmp_path: Path) -> None:
+    bench = load_bench("routing_e2e")
+    dev = json.loads((spider_dir / "dev.json").read_text())
+    dev = [dev[0], dev[2], dev[46]]
+    partial = tmp_path / "e2e.json.partial.jsonl"
+    llm = scripted()
+    records, reused, _ = bench.run(small_collection, llm, load_settings(), dev, [0, 1, 2], bench.CONDITIONS,
+                                   partial, model="scripted", routed_method="bm25")
+    assert reused == 0 and len(records) == 9 and len(partial.read_text().splitlines()) == 9
+    by = {(r["i"], r["condition"]): r for r in records}
+    for cond in bench.CONDITIONS:
+        assert [by[i, cond]["correct"] for i in range(3)] == [True, False, False], cond
+        assert [by[i, cond]["correct_set"] for i in range(3)] == [True, True, False], cond
+        assert all(by[i, cond]["db_ok"] for i in range(3)), cond
+    assert by[0, "routed"]["routed_db"] == "concert_singer" and "singer" in by[0, "routed"]["prompt_tables"]
+    assert by[0, "gold_db"]["prompt_tables"] is None
+
+    summary, _ = bench.summarise(records, bench.CONDITIONS)
+    assert summary["gold_db"]["ex_pct"] == 33.3 and summary["gold_db"]["ex_set_pct"] == 66.7
+    assert summary["bm25"]["db_routed_pct"] == 100.0 and summary["routed"]["n"] == 3
+
+    # a second run resumes: nothing is asked again
+    again = scripted()
+    records2, reused2, _ = bench.run(small_collection, again, load_settings(), dev, [0, 1, 2], bench.CONDITIONS,
+                                     partial, model="scripted", routed_method="bm25")
+    assert reused2 == 9 and not again.prompts and records2 == records
