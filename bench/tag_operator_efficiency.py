@@ -47,18 +47,6 @@ def load() -> tuple[list[tuple], list[tuple]]:
     return heroes, powers
 
 
-def naive_filter(llm, rows: list[tuple]) -> tuple[list[bool], int]:
-    from tagql.llm.base import user
-
-    out = []
-    for name, pub in rows:
-        prompt = (f"Row: superhero_name = {name}, publisher_name = {pub}\nCondition: "
-                  f"{FILTER.replace('{publisher_name}', pub)}\nIs the condition true for this row? Answer yes or no.")
-        text = llm.complete([user(prompt)], max_tokens=8).text.strip().lower()
-        out.append(text.startswith("yes"))
-    return out, len(rows)
-
-
 def counting_llm():
     """A stand-in that answers instantly (labels from the hand sets) and counts calls."""
     from tagql.llm.scripted import ScriptedLLM
@@ -86,6 +74,7 @@ def counting_llm():
 
 def run_modes(make_llm_fn, heroes, powers, *, real: bool, sample: int, topk: bool = True) -> dict:
     from tagql.tag.cache import OpCache
+    from tagql.tag.naive import naive_filter
     from tagql.tag.operators import SemEngine, SemTable
 
     res: dict = {}
@@ -126,7 +115,7 @@ def run_modes(make_llm_fn, heroes, powers, *, real: bool, sample: int, topk: boo
     llm = make_llm_fn()
     rows = heroes[:sample] if real else heroes
     t0 = time.perf_counter()
-    pred, calls = naive_filter(llm, rows)
+    pred = naive_filter(llm, ["superhero_name", "publisher_name"], rows, FILTER)
     secs = time.perf_counter() - t0
     truth_s = truth[: len(rows)]
     # naive top-k: one scoring call per row (no dedupe, no grammar), i.e. at least len(powers) calls
