@@ -20,16 +20,17 @@ Workloads and labels (derived by rule from columns of the same database that no 
 
 Methods, all on the same GGUF model (the tagql default, Q4_0 Qwen2.5-Coder-1.5B, temperature 0):
 * ``tagql``: ``SemTable.sem_filter`` / ``sem_topk`` in process: dedupe on the referenced columns,
-  one-token grammar (filter: yes/no; score: 0-10), instruction as a shared system prefix, cold cache;
+  one-token grammar (filter: yes/no; top-k: the expected 0-9 score from the digit token probabilities,
+  see ``SemTable.sem_topk``), instruction as a shared system prefix, cold cache;
 * ``tagql_batch8``: the same with ``batch_size=8`` (8 numbered inputs per call, grammar per line);
 * ``tagql_warm``: ``tagql`` re-run on its persistent cache (a fresh engine);
 * ``naive``: one unconstrained call per row, the whole prompt in one user message (filter: yes/no;
   top-k: a 0-10 score per row, then sort);
 * ``lotus``: LOTUS (``lotus-ai``, in the venv of ``bench/lotus_env.sh``, run by
   ``bench/tag_operator_lotus_worker.py``) against ``python -m llama_cpp.server`` serving the same GGUF
-  with the same thread count; LOTUS defaults (its prompts, ``sem_topk`` method ``quick``), temperature 0,
-  its cache off, ``--lotus-batch`` concurrent requests (the server runs them one at a time), numpy seeded
-  with 0 (its quickselect draws random pivots).
+  with the same thread count (``tagql.llm.llama_server.LlamaServer``); LOTUS defaults (its prompts,
+  ``sem_topk`` method ``quick``), temperature 0, its cache off, ``--lotus-batch`` concurrent requests
+  (the server runs them one at a time), numpy seeded with 0 (its quickselect draws random pivots).
 
 LM calls are requests to the model; wall time is end to end per operator (LOTUS: in its process,
 excluding server start-up). Results: printed table + ``bench/results/tag_operator_lotus.json``.
@@ -42,7 +43,6 @@ import json
 import os
 import random
 import re
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -62,6 +62,7 @@ FILTER = "{country} is a country in Europe"
 TOPK = "{city}, {country} is one of the most populous cities in the world"
 COLUMNS = ["id", "city", "country"]
 METHODS = ("tagql", "tagql_batch8", "tagql_warm", "naive", "lotus")
+SERVER_ALIAS = "tagql-bench"  # the model name LOTUS asks llama.cpp's server for
 
 
 # -- data and labels ----------------------------------------------------------------------------------
@@ -118,87 +119,22 @@ def run_tagql(llm: Any, rows: list[tuple], k: int, batch: int, cache_path: Path,
 
 
 def run_naive(llm: Any, rows: list[tuple], k: int, ops: list[str]) -> dict[str, Any]:
-    from tagql.llm.base import user
+    from tagql.tag.naive import naive_filter, naive_topk
+    from tagql.tag.operators import stderr_progress
 
     out: dict[str, Any] = {}
+    shown = [(city, country) for _, city, country in rows]  # the row as the LM sees it (no id)
     if "filter" in ops:
         c0, t0 = llm.usage.calls, time.perf_counter()
-        kept = []
-        for n, (rid, city, country) in enumerate(rows, 1):
-            if n % 100 == 0:
-                print(f"  naive filter: {n}/{len(rows)}", file=sys.stderr, flush=True)
-            cond = FILTER.replace("{country}", country)
-            prompt = (f"Row: city = {city}, country = {country}\nCondition: {cond}\n"
-                      "Is the condition true for this row? Answer yes or no.")
-            if llm.complete([user(prompt)], max_tokens=8).text.strip().lower().startswith("yes"):
-                kept.append(rid)
+        keep = naive_filter(llm, COLUMNS[1:], shown, FILTER, progress=stderr_progress(100))
         out["filter"] = {"lm_calls": llm.usage.calls - c0, "seconds": round(time.perf_counter() - t0, 2),
-                         "ids": kept}
+                         "ids": [r[0] for r, y in zip(rows, keep) if y]}
     if "topk" in ops:
         c0, t0 = llm.usage.calls, time.perf_counter()
-        scores = []
-        for n, (rid, city, country) in enumerate(rows, 1):
-            if n % 100 == 0:
-                print(f"  naive topk: {n}/{len(rows)}", file=sys.stderr, flush=True)
-            crit = TOPK.replace("{city}", city).replace("{country}", country)
-            prompt = (f"Row: city = {city}, country = {country}\nCriterion: {crit}\n"
-                      "Rate from 0 to 10 how well the row satisfies the criterion. Answer with a number.")
-            m = re.search(r"\d+", llm.complete([user(prompt)], max_tokens=4).text)
-            scores.append((min(10, int(m.group())) if m else 0, rid))
-        ranked = [rid for _, rid in sorted(scores, key=lambda s: -s[0])]  # stable: ties keep row order
+        top = naive_topk(llm, COLUMNS[1:], shown, TOPK, k, progress=stderr_progress(100))
         out["topk"] = {"lm_calls": llm.usage.calls - c0, "seconds": round(time.perf_counter() - t0, 2),
-                       "ids": ranked[:k]}
+                       "ids": [rows[i][0] for i in top]}
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class LlamaServer:
-    """``python -m llama_cpp.server`` on loopback serving ``model_path`` (same threads as tagql)."""
-
-    alias = "tagql-bench"
-
-    def __init__(self, model_path: Path, n_ctx: int = 8192) -> None:
-        import httpx
-
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        threads = str(os.cpu_count() or 2)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
-             "--port", str(self.port), "--n_ctx", str(n_ctx), "--n_threads", threads, "--n_threads_batch",
-             threads, "--model_alias", self.alias, "--seed", "0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        for _ in range(240):
-            try:
-                if httpx.get(f"{self.base_url}/models", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None:
-                raise SystemExit("llama_cpp.server exited during start-up (pip install 'llama-cpp-python[server]')")
-            time.sleep(0.5)
-        self.stop()
-        raise SystemExit("llama_cpp.server did not start in 120 s")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
-    def __enter__(self) -> LlamaServer:  # noqa: PYI034
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def lotus_python() -> Path:
@@ -218,7 +154,9 @@ def run_lotus(model_path: Path, rows: list[tuple], k: int, ops: list[str], batch
     py = lotus_python()
     job_ops = [{"op": "filter", "instruction": FILTER}] if "filter" in ops else []
     job_ops += [{"op": "topk", "instruction": TOPK, "k": k}] if "topk" in ops else []
-    with LlamaServer(model_path) as server, tempfile.TemporaryDirectory() as tmp:
+    from tagql.llm.llama_server import LlamaServer
+
+    with LlamaServer(model_path, alias=SERVER_ALIAS) as server, tempfile.TemporaryDirectory() as tmp:
         job = {"base_url": server.base_url, "model": server.alias, "columns": COLUMNS,
                "rows": [list(r) for r in rows], "ops": job_ops, "max_batch_size": batch, "seed": 0}
         (Path(tmp) / "job.json").write_text(json.dumps(job))
@@ -236,7 +174,9 @@ def run_lotus(model_path: Path, rows: list[tuple], k: int, ops: list[str], batch
 
 
 def check_lotus(model_path: Path) -> dict[str, Any]:
-    with LlamaServer(model_path) as server:
+    from tagql.llm.llama_server import LlamaServer
+
+    with LlamaServer(model_path, alias=SERVER_ALIAS) as server:
         proc = subprocess.run([str(lotus_python()), str(WORKER), "--check", server.base_url, server.alias],
                               env=lotus_env(), capture_output=True, text=True, timeout=600, check=False)
     if proc.returncode != 0:
@@ -246,10 +186,18 @@ def check_lotus(model_path: Path) -> dict[str, Any]:
 
 # -- scripted stand-in (exact call counts, no model) -----------------------------------------------------
 def scripted_llm(europe_names: set[str], population: dict[str, int]) -> Any:
-    """Answers from the labels instantly (a perfect model): call counts are exact, accuracy is 1 by design."""
+    """Answers from the labels instantly (a perfect model): call counts are exact, accuracy is 1 by design.
+    Like the local model it offers digit probabilities (a surer "9" for a bigger city)."""
     from tagql.llm.scripted import ScriptedLLM
 
-    big = {name for name, _ in sorted(population.items(), key=lambda x: -x[1])[:50]}
+    ranked = [name for name, _ in sorted(population.items(), key=lambda x: -x[1])]
+    big = set(ranked[:50])
+    sure = {name: 1 - i / (len(ranked) + 1) for i, name in enumerate(ranked)}
+
+    def probs(messages: list, slots: int) -> list[list[float]]:
+        names = [r.split(" is one of")[0] for r in re.findall(r"<record>(.*?)</record>", messages[-1].content)]
+        assert len(names) == slots
+        return [[0.0] * 8 + [1 - sure[n], sure[n]] for n in names]
 
     def score(item: str) -> int:
         return 9 if item.split(" is one of")[0] in big else 2
@@ -276,7 +224,7 @@ def scripted_llm(europe_names: set[str], population: dict[str, int]) -> Any:
             return str(score(re.search(r"Criterion: (.*?) is one of", text).group(1) + ""))
         raise AssertionError(f"unexpected prompt {text[:80]!r}")
 
-    return ScriptedLLM(fn)
+    return ScriptedLLM(fn, digit_probs=probs)
 
 
 # -- main ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ ROWS = [(1, "Palo Alto"), (2, "Fresno"), (3, "San Jose"), (4, "Palo Alto"), (5, 
 
 
 def statement(messages) -> str:
-    m = re.search(r"<statement>(.*?)</statement>", messages[-1].content, re.S)
+    m = re.search(r"<statement>(.*?)</statement>", messages[-1].content, re.DOTALL)
     return m.group(1) if m else ""
 
 
@@ -132,6 +132,74 @@ def test_topk_scores_then_breaks_ties_pairwise():
     top = t.sem_topk("{w} is the best", 2)
     assert [r[0] for r in top.rows] == ["gamma", "alpha", "alpha"]  # duplicates of a chosen input come along
     assert llm.usage.calls == 4 + 1  # 4 distinct scores + 1 comparison within the tied group
+
+
+# 30 cities with their population (millions): the scripted LM rates all of them "9" on the coarse scale
+POP = {f"city{i:02d}": 30 - i for i in range(30)}
+BIG_FIRST_BY_NAME_DESC = sorted(POP, reverse=True)  # row order is the reverse of the truth
+
+
+def _recs(text: str) -> list[tuple[int, str]]:
+    return [(int(n), w) for n, w in re.findall(r"(\d+)\. <record>(\w+)", text)]
+
+
+def test_topk_large_tie_is_rescored_finer_in_batches_not_row_order():
+    """Without token probabilities, a tied group of 30 (> 8) at the top-k boundary is re-scored on a 0-100
+    scale, 8 records per call; a tie would otherwise leave the first k rows in row order."""
+    def fn(messages):
+        text = messages[-1].content
+        if "(0-100)" in text:
+            return "\n".join(f"{n}: {min(100, 3 * POP[w])}" for n, w in _recs(text))
+        if "<A>" in text:
+            raise AssertionError("no pairwise comparison needed")
+        return "9"
+
+    llm = ScriptedLLM(fn)
+    rows = [(w,) for w in BIG_FIRST_BY_NAME_DESC]
+    top = SemTable(["w"], rows, SemEngine(llm)).sem_topk("{w} is a big city", 3)
+    assert [r[0] for r in top.rows] == ["city00", "city01", "city02"]
+    assert llm.usage.calls == 30 + 4  # 30 coarse scores + ceil(30 / 8) finer batches
+
+
+def test_topk_remaining_small_tie_after_finer_scores_goes_pairwise():
+    def fn(messages):
+        text = messages[-1].content
+        if "(0-100)" in text:
+            return "\n".join(f"{n}: {90 if POP[w] >= 25 else 10}" for n, w in _recs(text))  # 6 tie at 90
+        if "<A>" in text:
+            a, b = re.search(r"<A>(\w+)", text).group(1), re.search(r"<B>(\w+)", text).group(1)
+            return "A" if POP[a] > POP[b] else "B"
+        return "9"
+
+    llm = ScriptedLLM(fn)
+    top = SemTable(["w"], [(w,) for w in BIG_FIRST_BY_NAME_DESC], SemEngine(llm)).sem_topk("{w} is big", 2)
+    assert [r[0] for r in top.rows] == ["city00", "city01"]
+    compares = sum("<A>" in p[-1].content for p in llm.prompts)
+    assert compares == 5  # best 2 of 6: 5 comparisons, then the second round's 4 pairs were all asked already
+
+
+def _population_probs(messages, slots):
+    """Digit probabilities of a model that says "9" for every city but is surer for bigger ones."""
+    text = messages[-1].content
+    names = [w for _, w in _recs(text)] or [re.search(r"<record>(\w+)", text).group(1)]
+    assert len(names) == slots
+    return [[0.0] * 8 + [1 - 0.9 - POP[w] / 1000, 0.9 + POP[w] / 1000] for w in names]
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_topk_with_token_probabilities_has_no_ties_and_no_extra_calls(batch, tmp_path):
+    llm = ScriptedLLM(lambda m: pytest.fail("no text completion needed"), digit_probs=_population_probs)
+    rows = [(w,) for w in BIG_FIRST_BY_NAME_DESC]
+    eng = SemEngine(llm, batch_size=batch, cache=OpCache(tmp_path / "c.sqlite"))
+    top = SemTable(["w"], rows, eng).sem_topk("{w} is a big city", 3)
+    assert [r[0] for r in top.rows] == ["city00", "city01", "city02"]
+    assert llm.usage.calls == -(-30 // batch)  # one probability read per record / per batch, nothing else
+    assert "0 (not at all) to 9" in llm.prompts[0][0].content
+    if batch > 1:
+        assert llm.prompts[0][-1].content.count("<record>") == 8
+    llm2 = ScriptedLLM([], digit_probs=_population_probs)  # the expected scores are cached
+    again = SemTable(["w"], rows, SemEngine(llm2, batch_size=batch, cache=OpCache(tmp_path / "c.sqlite")))
+    assert again.sem_topk("{w} is a big city", 3).rows == top.rows and llm2.usage.calls == 0
 
 
 def test_hierarchical_aggregation_when_rows_do_not_fit():

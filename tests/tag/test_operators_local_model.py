@@ -1,4 +1,5 @@
-"""The real local model on a handful of rows: grammar-constrained filter and score (few LM calls)."""
+"""The real local model on a handful of rows: grammar-constrained filter and score, digit probabilities
+for top-k (few LM calls)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,41 @@ def test_score_with_real_model_returns_digits(llm):
     eng = SemEngine(llm)
     scores = eng.score_many("{element} is a halogen", ["chlorine is a halogen", "carbon is a halogen"])
     assert all(0 <= s <= 10 for s in scores) and scores[0] > scores[1]
+
+
+def test_digit_probs_agree_with_grammar_constrained_decoding(llm):
+    """The digits ``digit_probs`` reads are the ones greedy decoding under the same grammar writes (one
+    digit, and numbered lines with the scaffold fed by hand); each distribution sums to 1; one call each."""
+    import numpy as np
+
+    from tagql.llm.base import system, user
+
+    sys_msg = system("Answer with digits only.")
+    one = [sys_msg, user("How many legs does a spider have?")]
+    two = [sys_msg, user("1. How many legs does a cat have?\n2. How many wheels does a tricycle have?\n"
+                         "Answer each numbered question, one per line as 'N: digit':")]
+    before = llm.usage.calls
+    p_one, p_two = llm.digit_probs(one), llm.digit_probs(two, slots=2)
+    assert llm.usage.calls - before == 2
+    assert all(abs(sum(p) - 1) < 1e-9 for p in p_one + p_two)
+    assert str(int(np.argmax(p_one[0]))) == llm.complete(one, max_tokens=2, grammar="root ::= [0-9]").text
+    greedy = llm.complete(two, max_tokens=12, grammar='root ::= "1: " [0-9] "\\n" "2: " [0-9]').text
+    assert greedy == f"1: {int(np.argmax(p_two[0]))}\n2: {int(np.argmax(p_two[1]))}"
+
+
+def test_topk_with_token_probabilities_on_real_model(llm):
+    """Eight cities in one batched call: continuous scores (no ties, no comparison calls), the two
+    megacities first."""
+    rows = [("Graz, Austria",), ("Tokyo, Japan",), ("Reno, USA",), ("Lyon, France",), ("Shanghai, China",),
+            ("Tartu, Estonia",), ("Aarhus, Denmark",), ("Split, Croatia",)]
+    criterion = "{city} is one of the most populous cities in the world"
+    eng = SemEngine(llm, batch_size=8)
+    before = llm.usage.calls
+    scores = eng.rank_scores(criterion, [criterion.replace("{city}", r[0]) for r in rows])  # what sem_topk asks
+    assert llm.usage.calls - before == 1 and len(set(scores)) == len(rows)
+    top = SemTable(["city"], rows, eng).sem_topk(criterion, 2)
+    assert llm.usage.calls - before == 1  # cached scores, no tie-break calls
+    assert {r[0] for r in top.rows} == {"Tokyo, Japan", "Shanghai, China"}
 
 
 def test_lm_filter_udf_on_duckdb_with_real_model(llm, tmp_path, demo_db_path):

@@ -179,21 +179,7 @@ class LocalLLM:
     ) -> Completion:
         from llama_cpp import LlamaGrammar
 
-        chat = [{"role": m.role, "content": m.content} for m in messages]
-        rendered = self._formatter(messages=chat)
-        tokens = self._tokenize(rendered.prompt)
-        prefix: list[int] = []
-        if messages and messages[0].role == "system":
-            head = self._prefix_formatter(messages=chat[:1]).prompt
-            if rendered.prompt.startswith(head):
-                head_tokens = self._tokenize(head)
-                if tokens[: len(head_tokens)] == head_tokens:
-                    prefix = head_tokens
-        if len(tokens) + max_tokens > self.n_ctx:
-            raise LLMOutputError(
-                f"prompt of {len(tokens)} tokens (+{max_tokens} to generate) exceeds the {self.n_ctx}-token context",
-                "raise TAGQL_LLM__N_CTX or ask about fewer rows",
-            )
+        rendered, tokens, prefix = self._prompt(messages, max_tokens)
         g = None
         if grammar is not None:
             g = LlamaGrammar.from_string(grammar, verbose=False)
@@ -223,6 +209,73 @@ class LocalLLM:
         )
         self.usage.add(completion)
         return completion
+
+
+    def _prompt(self, messages: list[Message], max_tokens: int) -> tuple[Any, list[int], list[int]]:
+        """(rendered chat prompt, its tokens, the tokens of its system-message prefix or [])."""
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        rendered = self._formatter(messages=chat)
+        tokens = self._tokenize(rendered.prompt)
+        prefix: list[int] = []
+        if messages and messages[0].role == "system":
+            head = self._prefix_formatter(messages=chat[:1]).prompt
+            if rendered.prompt.startswith(head):
+                head_tokens = self._tokenize(head)
+                if tokens[: len(head_tokens)] == head_tokens:
+                    prefix = head_tokens
+        if len(tokens) + max_tokens > self.n_ctx:
+            raise LLMOutputError(
+                f"prompt of {len(tokens)} tokens (+{max_tokens} to generate) exceeds the {self.n_ctx}-token context",
+                "raise TAGQL_LLM__N_CTX or ask about fewer rows",
+            )
+        return rendered, tokens, prefix
+
+    def _digit_ids(self) -> list[int]:
+        ids = [self._tokenize(str(d)) for d in range(10)]
+        if any(len(t) != 1 for t in ids):
+            raise LLMOutputError(f"{self.name} does not spell the digits 0-9 as single tokens",
+                                 "score with complete() instead")
+        return [t[0] for t in ids]
+
+    def digit_probs(self, messages: list[Message], *, slots: int = 1) -> list[list[float]]:
+        """The model's probabilities of the digits 0-9 for a reply that is one digit (``slots == 1``) or
+        ``slots`` numbered lines ``1: d``, ``2: d``, ... (one LM call, counted in ``usage``).
+
+        The prompt is evaluated once (reusing the KV cache and the saved system prefix like
+        :meth:`complete`); per slot the fixed ``N: `` scaffold is fed, the logits of the ten digit
+        tokens are read and renormalised (float64, so near-certain answers still differ), and the most
+        likely digit is appended - the reply greedy decoding under the equivalent grammar would give.
+        """
+        import numpy as np
+
+        digit_ids = self._digit_ids()
+        _, tokens, prefix = self._prompt(messages, 6 * slots + 2)
+        start = time.perf_counter()
+        out: list[list[float]] = []
+        n_out = 0
+        with self._lock:
+            llama = self._llama
+            self._prefixes.ensure(llama, prefix)
+            keep = min(_common_prefix(llama.input_ids[: llama.n_tokens].tolist(), tokens), len(tokens) - 1)
+            llama.n_tokens = keep
+            llama.eval(tokens[keep:])  # at least the last prompt token, so its logits exist
+            n_vocab = llama.n_vocab()
+            for j in range(slots):
+                if slots > 1:
+                    scaffold = self._tokenize(f"{j + 1}: " if j == 0 else f"\n{j + 1}: ")
+                    llama.eval(scaffold)
+                    n_out += len(scaffold)
+                logits = np.ctypeslib.as_array(llama._ctx.get_logits_ith(-1), shape=(n_vocab,))
+                sel = logits[digit_ids].astype(np.float64)
+                p = np.exp(sel - sel.max())
+                p /= p.sum()
+                out.append(p.tolist())
+                if j + 1 < slots:
+                    llama.eval([digit_ids[int(np.argmax(p))]])
+                n_out += 1
+        self.usage.add(Completion(text="", prompt_tokens=len(tokens), completion_tokens=n_out,
+                                  seconds=time.perf_counter() - start))
+        return out
 
 
 def _formatters(llama: Any) -> tuple[Any, Any]:

@@ -1,6 +1,8 @@
 """A scripted LLM double for unit tests of prompt plumbing and parsing (never used in production).
 
-It replies from a list (or a function of the messages) and records every prompt it saw.
+It replies from a list (or a function of the messages) and records every prompt it saw. With
+``digit_probs`` (a function of the messages and the number of slots) it also offers the local backend's
+token-probability scoring (:meth:`tagql.llm.local.LocalLLM.digit_probs`); without it, it does not.
 """
 
 from __future__ import annotations
@@ -14,11 +16,22 @@ from tagql.llm.base import Completion, Message, Usage
 class ScriptedLLM:
     name = "scripted"
 
-    def __init__(self, replies: Iterable[str] | Callable[[list[Message]], str]) -> None:
+    def __init__(
+        self, replies: Iterable[str] | Callable[[list[Message]], str],
+        digit_probs: Callable[[list[Message], int], list[list[float]]] | None = None,
+    ) -> None:
         self._fn = replies if callable(replies) else None
         self._replies = [] if callable(replies) else list(replies)
         self.prompts: list[list[Message]] = []
         self.usage = Usage()
+        self.digit_probs: Callable[..., list[list[float]]] | None = None
+        if digit_probs is not None:
+            def probs(messages: list[Message], *, slots: int = 1) -> list[list[float]]:
+                self.prompts.append(list(messages))
+                out = digit_probs(messages, slots)
+                self.usage.add(Completion("", sum(len(m.content) // 4 for m in messages), 2 * slots, 0.0))
+                return out
+            self.digit_probs = probs
 
     def complete(
         self,

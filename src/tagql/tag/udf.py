@@ -63,7 +63,8 @@ class LMFunctions:
             if self.engine.pending_error is not None:
                 return [None] * n  # already failed: finish the statement quickly, then re-raise
             try:
-                return self._run(name, columns, n)
+                with self.engine.cache.batch():  # one cache write transaction per batch of rows
+                    return self._run(name, columns, n)
             except Exception as exc:  # noqa: BLE001 - re-raised by execute_with_lm
                 self.engine.pending_error = exc
                 return [None] * n
