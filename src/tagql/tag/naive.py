@@ -14,11 +14,21 @@ from tagql.llm.base import LLM, user
 from tagql.tag.operators import Progress, fill, resolve_columns
 
 
-def _prompts(columns: Sequence[str], rows: Sequence[Sequence[Any]], instruction: str) -> list[tuple[str, str]]:
-    """(the row as ``col = value, ...``, the instruction filled from the row) per row."""
+def _ask_each_row(
+    llm: LLM, columns: Sequence[str], rows: Sequence[Sequence[Any]], instruction: str, label: str, ask: str, *,
+    max_tokens: int, op: str, progress: Progress | None,
+) -> list[str]:
+    """One call per row, the reply text per row. The prompt: ``Row: col = value, ...``, then
+    ``{label}: <the instruction filled from the row>``, then ``ask``."""
     cols = resolve_columns(instruction, columns, op="naive")
-    return [(", ".join(f"{c} = {v}" for c, v in zip(columns, r)), fill(instruction, {n: r[i] for n, i in cols.items()}))
-            for r in rows]
+    replies: list[str] = []
+    for n, r in enumerate(rows, 1):
+        row = ", ".join(f"{c} = {v}" for c, v in zip(columns, r))
+        filled = fill(instruction, {name: r[i] for name, i in cols.items()})
+        replies.append(llm.complete([user(f"Row: {row}\n{label}: {filled}\n{ask}")], max_tokens=max_tokens).text)
+        if progress is not None:
+            progress(op, n, len(rows))
+    return replies
 
 
 def naive_filter(
@@ -26,13 +36,10 @@ def naive_filter(
     progress: Progress | None = None,
 ) -> list[bool]:
     """Per row: is the filled-in condition true (a reply starting with "yes")?"""
-    out: list[bool] = []
-    for n, (row, cond) in enumerate(_prompts(columns, rows, instruction), 1):
-        prompt = f"Row: {row}\nCondition: {cond}\nIs the condition true for this row? Answer yes or no."
-        out.append(llm.complete([user(prompt)], max_tokens=8).text.strip().lower().startswith("yes"))
-        if progress is not None:
-            progress("naive filter", n, len(rows))
-    return out
+    replies = _ask_each_row(llm, columns, rows, instruction,
+                            "Condition", "Is the condition true for this row? Answer yes or no.",
+                            max_tokens=8, op="naive filter", progress=progress)
+    return [t.strip().lower().startswith("yes") for t in replies]
 
 
 def naive_scores(
@@ -40,15 +47,10 @@ def naive_scores(
     progress: Progress | None = None,
 ) -> list[int]:
     """Per row: a 0-10 score for the filled-in criterion (the first number of the reply; 0 without one)."""
-    out: list[int] = []
-    for n, (row, crit) in enumerate(_prompts(columns, rows, instruction), 1):
-        prompt = (f"Row: {row}\nCriterion: {crit}\n"
-                  "Rate from 0 to 10 how well the row satisfies the criterion. Answer with a number.")
-        m = re.search(r"\d+", llm.complete([user(prompt)], max_tokens=4).text)
-        out.append(min(10, int(m.group())) if m else 0)
-        if progress is not None:
-            progress("naive topk", n, len(rows))
-    return out
+    replies = _ask_each_row(llm, columns, rows, instruction,
+                            "Criterion", "Rate from 0 to 10 how well the row satisfies the criterion. Answer with a number.",
+                            max_tokens=4, op="naive topk", progress=progress)
+    return [min(10, int(m.group())) if (m := re.search(r"\d+", t)) else 0 for t in replies]
 
 
 def naive_topk(
