@@ -99,3 +99,9 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     got = stored(path)
     assert len(got) == 8 * 10 * 25
     assert got["own3-9-24"] == "own3" and got["shared0-0-0"] == "shared0"
+
+
+def test_home_in_the_path_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    OpCache("~/cache/tag_cache.sqlite").put("k", "v")
+    assert stored(tmp_path / "cache" / "tag_cache.sqlite") == {"k": "v"}

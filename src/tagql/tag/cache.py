@@ -38,7 +38,7 @@ class OpCache:
     flush_every_s = 2.0  # a long batch still writes at least this often (a killed process loses little)
 
     def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path else None
+        self.path = Path(path).expanduser() if path else None
         self._mem: dict[str, str] = {}
         self._pending: dict[str, str] = {}  # written inside a batch, not yet in the file
         self._depth = 0  # open batch() blocks (any thread)
