@@ -24,6 +24,12 @@ def test_unreachable_endpoint_is_a_one_line_error() -> None:
     assert "\n" not in str(info.value) and "TAGQL_LLM__BASE_URL" in str(info.value)
 
 
+def test_llama_server_that_cannot_start_is_a_one_line_error(tmp_path) -> None:
+    with pytest.raises(LLMUnavailable, match="exited during start-up") as info:
+        LlamaServer(tmp_path / "missing.gguf", start_timeout_s=60)
+    assert "\n" not in str(info.value)
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     settings = load_settings()
