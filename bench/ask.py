@@ -40,6 +40,9 @@ DATA = Path(os.environ.get("TAGQL_SHARED_DATA", ROOT.parent / "shared" / "data")
 DBS = ["student_club", "superhero", "toxicology"]
 
 
+HOST_SPEED: list[dict] = []  # decode_ms_per_token probes taken during the run
+
+
 def rows_match(pred: list, gold: list) -> bool:
     return {tuple(r) for r in pred} == {tuple(r) for r in gold}
 
@@ -96,9 +99,13 @@ def main() -> None:
         + ", ".join(f"{k} {v:.1f} s" for k, v in first_question_s.items())
         + f"; peak RSS {peak_rss_gb:.2f} GB (max over the models run)"
     )
+    if HOST_SPEED:
+        console.print("host speed (plain greedy decoding, ms/token) before each database/condition: "
+                      + ", ".join(f"{h['before']} {h['decode_ms_per_token']}" for h in HOST_SPEED))
     out = {
         "models": models, "limit_per_db": args.limit or None, "subset": "first N questions per db in bird/dev.json order",
         "model_load_s": load_s, "cold_first_question_s": first_question_s, "peak_rss_gb": round(peak_rss_gb, 3),
+        "host_speed": HOST_SPEED,
         "summary": summary, "records": records,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -149,6 +156,24 @@ def from_partial(path: str) -> None:
     Console().print(f"wrote {out}")
 
 
+def decode_ms_per_token(llm) -> float | None:
+    """This host's speed right now: ms per token of plain greedy decoding (a long minus a short reply
+    to the same prompt, so prompt processing cancels out). The machine's speed drifts -- the same
+    calls ran 1.4x faster half an hour apart -- so each run records it next to its latencies."""
+    if not hasattr(llm, "lookup_decoding"):
+        return None  # not the local backend
+    from tagql.llm.base import user
+
+    saved, llm.lookup_decoding = llm.lookup_decoding, False
+    try:
+        msgs = [user("Count from 1 to 200, separated by commas.")]
+        short, long = llm.complete(msgs, max_tokens=8), llm.complete(msgs, max_tokens=72)
+    finally:
+        llm.lookup_decoding = saved
+    n = long.completion_tokens - short.completion_tokens
+    return round(1000 * (long.seconds - short.seconds) / n, 1) if n > 0 else None
+
+
 def ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, progress, task,
             partial=None) -> list[dict]:
     """Ask every chosen question under every condition with one model; one record per question."""
@@ -158,6 +183,8 @@ def ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, pro
         db = open_database(path, settings=settings.db)
         gold_db = open_database(path)
         for cond in conditions:
+            if (ms := decode_ms_per_token(llm)) is not None:
+                HOST_SPEED.append({"before": f"{db_id}/{cond}", "decode_ms_per_token": ms})
             for q in chosen[db_id]:
                 evidence = (q.get("evidence") or "").strip()
                 knowledge = None
@@ -169,7 +196,7 @@ def ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, pro
                 start = time.perf_counter()
                 try:
                     answer = session.ask(q["question"])
-                    rec.update(sql=answer.sql, timings=answer.timings, tokens=answer.tokens,
+                    rec.update(sql=answer.sql, answer=answer.answer, timings=answer.timings, tokens=answer.tokens,
                                retries=len(answer.attempts) - 1,
                                repairs=[n for n in answer.notes if n.startswith("SQL repaired")])
                     try:

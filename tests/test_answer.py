@@ -27,7 +27,8 @@ def test_large_result_says_its_shape_and_what_is_shown() -> None:
     text = format_data_points(r, AnswerSettings(max_rows_in_prompt=5))
     assert text.startswith("The query returned at least 500 (the result was cut at the row cap) rows and 2 columns; only the first 5 are shown.")
     assert "- h: 500 distinct non-null values, min 0, max 499" in text
-    assert text.endswith("name | h\nhero 0 | 0\nhero 1 | 1\nhero 2 | 2\nhero 3 | 3\nhero 4 | 4")
+    assert text.endswith("name | h\nhero 0 | 0\nhero 1 | 1\nhero 2 | 2\nhero 3 | 3\nhero 4 | 4\n\n"
+                         "Give the number of rows and at most five examples.")
 
 
 def test_character_budget_limits_rows() -> None:

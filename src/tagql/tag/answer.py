@@ -81,7 +81,8 @@ def format_data_points(result: Result, settings: AnswerSettings) -> str:
     if shown < n or result.truncated:
         return (
             f"The query returned {total} rows and {len(result.columns)} columns; only the first {shown} are "
-            f"shown. Column summary over the {n} fetched rows:\n{describe_shape(result)}\n\n{table}"
+            f"shown. Column summary over the {n} fetched rows:\n{describe_shape(result)}\n\n{table}\n\n"
+            f"Give the number of rows and at most five examples."
         )
     return f"The query returned {n} rows:\n{table}"
 

@@ -53,9 +53,8 @@ def repair_prompt(error: str, dialect: str) -> str:
 ANSWER_SYSTEM = (
     "You answer questions about a database using only the query result you are given. "
     "You will be given a list of data points and a question. Use the data points to answer the question. "
-    "Answer in one short sentence of plain English that states the values; when there are more than "
-    "five rows, give how many there are and at most five examples. If the data points do not answer "
-    "the question, say so. Use the values exactly as given: if a value is an id or a code, "
+    "Answer in one short sentence of plain English that states the values. If the data points do "
+    "not answer the question, say so. Use the values exactly as given: if a value is an id or a code, "
     "report it as it is, never guess what it stands for. Never add facts that are not in the data points."
 )
 
