@@ -17,6 +17,7 @@ from tagql.routing.synonyms import (
     load_vocabulary,
     mine_synonyms,
     mine_vocabulary,
+    mined_reverse,
 )
 from tagql.routing.text import stem
 
@@ -54,6 +55,23 @@ def test_soft_lexicon_maps_unknown_words_to_schema_stems() -> None:
     bm = BM25(["singer: name, country", "stadium: name, capacity"])
     assert np.allclose(bm.scores_weighted({t: 1.0 for t in ["singer", "countri"]}), bm.scores("singer country"))
     assert bm.scores(q).max() == 0 and bm.scores_weighted(w)[0] > 0 and bm.scores_weighted(w)[1] > 0
+
+
+def test_mined_substitutions_apply_to_known_words_too() -> None:
+    mined = mined_reverse(2, [("players", "participants", 73), ("singer", "vocalist", 3), ("stadium", "arena", 1),
+                              ("weather", "climate", 9)])
+    assert mined == {"participants": ["players"], "vocalist": ["singer"], "climate": ["weather"]}
+    # "participants" is itself a schema word (of another table): the embedding lookup skips it, the mined
+    # substitution still adds "players"; "climate" -> "weather" is dropped (no schema word "weather")
+    lex = SoftLexicon.build(["player", "participant", "singer", "stadium"], _embed, mined=mined, mined_weight=0.8)
+    assert lex.mined == {"participants": [stem("players")], "vocalist": [stem("singer")]}
+    q = "How many participants and vocalists are there in the arena?"
+    assert "participants" not in lex.to_match(q)
+    w = lex.weights(q)
+    assert w[stem("participants")] == 1.0 and w[stem("players")] == 0.8
+    assert stem("singer") not in w  # whole words only: "vocalists" is not the mined phrase "vocalist"
+    assert stem("stadium") not in w  # below min_count, and no embedding match learned
+    assert lex.weights("Which PARTICIPANTS won?")[stem("players")] == 0.8
 
 
 def test_mining_from_aligned_train_questions(tmp_path: Path) -> None:

@@ -6,6 +6,14 @@ question to schema words of the collection by cosine similarity of their sentenc
 (the same MiniLM model; one word is a very short sentence). The result is a *weighted* bag of schema
 stems -- exact words weigh 1, a soft match weighs its similarity -- fed to BM25 and coverage.
 
+Embedding neighbours are looked up only for words that are *not* schema words of the collection:
+Spider-Syn's substitutes are often another database's schema words ("players" -> "participants",
+a column of ``local_govt_in_alabama``), and expanding every known word by similarity costs plain
+questions accuracy. For those, :class:`SoftLexicon` also takes *mined* substitutions -- synonym
+phrase -> original schema words, aligned from Spider-Syn's **train** questions
+(:func:`tagql.routing.synonyms.mined_reverse`) -- which apply to any question word, known or not,
+at a fixed weight.
+
 Only schema text is indexed (table and column names); no evaluation question is ever seen. A word
 vector cache keeps repeated question words free.
 """
@@ -51,7 +59,8 @@ class SoftLexicon:
     """Question words -> weighted schema stems (exact = 1.0, embedding neighbour = its similarity)."""
 
     def __init__(self, words: list[str], vecs: np.ndarray, embed: Callable[[list[str]], np.ndarray], *,
-                 threshold: float = 0.55, top: int = 3, expand_known: bool = False, cache_size: int = 50_000) -> None:
+                 threshold: float = 0.55, top: int = 3, expand_known: bool = False, cache_size: int = 50_000,
+                 mined: dict[str, list[str]] | None = None, mined_weight: float = 0.85) -> None:
         self.words = words
         self.stems = [stem(w) for w in words]
         self.known = set(self.stems)
@@ -62,6 +71,16 @@ class SoftLexicon:
         self.expand_known = expand_known
         self.cache: dict[str, list[tuple[str, float]]] = {}
         self.cache_size = cache_size
+        # mined substitutions: synonym phrase -> stems of its schema originals (kept if the collection has them)
+        self.mined: dict[str, list[str]] = {}
+        for phrase, originals in (mined or {}).items():
+            key = " ".join(_ALPHA.findall(phrase.lower()))
+            got = [st for o in originals for st in tokens(o) if st in self.known]
+            if key and got:
+                self.mined[key] = list(dict.fromkeys(self.mined.get(key, []) + got))
+        self.mined_weight = mined_weight
+        self._mined_pat = re.compile(r"\b(" + "|".join(sorted(map(re.escape, self.mined), key=len, reverse=True))
+                                     + r")\b") if self.mined else None
 
     def to_match(self, question: str) -> list[str]:
         """The question's words that need an embedding lookup (not cached)."""
@@ -101,6 +120,11 @@ class SoftLexicon:
             for st, s in self.cache.get(w, ()):
                 if out.get(st, 0.0) < s:
                     out[st] = s
+        if self._mined_pat is not None:
+            for m in self._mined_pat.finditer(" ".join(_ALPHA.findall(question.lower()))):
+                for st in self.mined[m.group(0)]:
+                    if out.get(st, 0.0) < self.mined_weight:
+                        out[st] = self.mined_weight
         return out
 
     @classmethod

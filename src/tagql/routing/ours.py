@@ -80,6 +80,11 @@ class BuildConfig:
     soft_match: bool = True  # map unknown question words to schema words by embedding similarity
     soft_threshold: float = 0.55
     soft_top: int = 3
+    # mined substitutions (synonym -> schema word, seen >= mined_min_count times in Spider-Syn's *train*
+    # questions) add the schema word at mined_weight even when the synonym is another table's word;
+    # both chosen on train questions with synonyms mined from the other half of the train databases
+    mined_min_count: int = 5
+    mined_weight: float = 0.85
     # confidence is scaled down when the database's nearest synthetic question has cosine < near_hi
     # (to 0 at near_lo): off-topic questions resemble none of them (chosen on Spider train questions)
     near_lo: float = 0.35
@@ -192,6 +197,7 @@ class GraphRouter:
         self.word_tables = {w: np.array(v) for w, v in inv.items()}
 
     def _lexicon_build(self, collection: Collection) -> SoftLexicon:
+        from tagql.routing.synonyms import mined_reverse
         from tagql.routing.synth import col_name
 
         names = []
@@ -199,8 +205,10 @@ class GraphRouter:
             for t in e.schema.tables:
                 names += [t.name] + [c.name for c in t.columns] + [col_name(c) for c in t.columns]
         words = schema_words(names)
+        mined = mined_reverse(self.cfg.mined_min_count) if self.cfg.mined_min_count > 0 else {}
         return SoftLexicon(words, self._cached_embed(words) if words else np.zeros((0, 384), np.float32),
-                           self.emb.embed, threshold=self.cfg.soft_threshold, top=self.cfg.soft_top)
+                           self.emb.embed, threshold=self.cfg.soft_threshold, top=self.cfg.soft_top,
+                           mined=mined, mined_weight=self.cfg.mined_weight)
 
     def _coverage(self, words: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
         """Weighted share of the question's words found in each table's / each database's vocabulary."""

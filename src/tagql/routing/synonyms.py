@@ -72,6 +72,17 @@ def load_vocabulary() -> tuple[str, ...]:
     return tuple(json.loads((_DATA / "vocabulary.json").read_text()))
 
 
+def mined_reverse(min_count: int = 5,
+                  synonyms: Sequence[tuple[str, str, int]] | None = None) -> dict[str, list[str]]:
+    """Synonym phrase -> the schema words it replaced (most frequent first), substitutions seen at least
+    ``min_count`` times in Spider-Syn's train questions (for :class:`tagql.routing.lexicon.SoftLexicon`)."""
+    out: dict[str, list[str]] = {}
+    for o, s, n in sorted(load_synonyms() if synonyms is None else synonyms, key=lambda x: -x[2]):
+        if n >= min_count and o not in out.setdefault(s, []):
+            out[s].append(o)
+    return out
+
+
 class SynonymAugmenter:
     """Schema word -> synonyms: the mined substitutions plus embedding neighbours in the vocabulary."""
 
