@@ -38,7 +38,7 @@ METHODS = ["none", "all", "bm25", "dense", "sbr", "hybrid", "hybrid-fast", "hybr
 class CachingEmbedder:
     """Memoises texts across methods (the F1 part only; latency uses the real embedder)."""
 
-    def __init__(self, inner, path: Path | None = None) -> None:  # noqa: ANN001
+    def __init__(self, inner, path: Path | None = None) -> None:
         self.inner, self.name, self.dim, self.cache = inner, inner.name, inner.dim, {}
         self._model = getattr(inner, "_model", None)  # lets the pooled-window variant reach token vectors
         self._lock = getattr(inner, "_lock", None)
@@ -64,7 +64,7 @@ class CachingEmbedder:
         return np.stack([self.cache[t] for t in texts])
 
 
-def build_corpus(statements: list[str], embedder) -> Corpus:  # noqa: ANN001
+def build_corpus(statements: list[str], embedder) -> Corpus:
     parts = [structured_or_raw(s) for s in statements]
     texts = [p.text for p in parts]
     emb = embedder.embed([canonicalise(t) for t in texts])
@@ -91,7 +91,7 @@ def parse_method(spec: str) -> tuple[str, str, dict]:
     return spec, name, params
 
 
-def evidence_f1(data: Path, methods: list[str], embedder, dbs: list[str] = DBS) -> dict:  # noqa: ANN001
+def evidence_f1(data: Path, methods: list[str], embedder, dbs: list[str] = DBS) -> dict:
     per_db: dict[str, dict[str, float]] = {}
     allq: dict[str, list[float]] = {m: [] for m in methods}
     for db in dbs:

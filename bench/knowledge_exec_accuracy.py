@@ -55,7 +55,7 @@ def questions(data: Path, db: str, split: str, n: int, seed: int) -> list[dict]:
     return items[:n]
 
 
-def same_result(db, pred_rows, gold_sql: str) -> bool:  # noqa: ANN001
+def same_result(db, pred_rows, gold_sql: str) -> bool:
     gold = db.execute(gold_sql, row_cap=100_000)
     return set(map(tuple, pred_rows)) == set(map(tuple, gold.rows))
 
@@ -152,7 +152,7 @@ def main() -> None:
     summarise(list(done.values()), a, settings, t0)
 
 
-def retriever(kb, condition: str):  # noqa: ANN001, ANN201
+def retriever(kb, condition: str):
     """``method``, ``method@K`` (a fixed K) or ``method/gap`` (K chosen by the score gap, at most --k)."""
     method = condition.split("@")[0].removesuffix("/gap")
     return kb.retriever(method, auto_k=condition.endswith("/gap"))
@@ -164,7 +164,7 @@ def k_of(condition: str, default: int) -> int | None:
     return int(condition.split("@")[1]) if "@" in condition else default
 
 
-def summarise(records: list[dict], a: argparse.Namespace, settings, t0: float) -> None:  # noqa: ANN001
+def summarise(records: list[dict], a: argparse.Namespace, settings, t0: float) -> None:
     """Summary over the questions that have a record for every condition (same questions per method)."""
     records = [r for r in records if r["db"] in a.dbs and r["split"] in a.splits and r["i"] < a.per_db
                and r["condition"] in a.conditions]

@@ -28,7 +28,7 @@ from tagql.knowledge.retrieval import Corpus, IndexRetriever, StaticHybridMethod
 from tagql.knowledge.static import StaticModel, load_static, minilm_dir
 
 sys.path.insert(0, str(Path(__file__).parent))
-from knowledge_evidence_f1 import DBS, f1  # noqa: E402
+from knowledge_evidence_f1 import DBS, f1
 
 GRID = {"w_bm25": [0.2, 0.3, 0.5], "w_text": [0.0, 0.1, 0.2], "n": [1, 2], "stem": [0, 1],
         "w_case": [0.0, 0.003, 0.01, 0.03]}
@@ -51,7 +51,7 @@ def setups(data: Path) -> list[tuple[str, list, Corpus, dict]]:
     return out
 
 
-def run(sets, method_factory, dedup: bool = False) -> dict[str, list[float]]:  # noqa: ANN001
+def run(sets, method_factory, dedup: bool = False) -> dict[str, list[float]]:
     per = {}
     for db, items, c, ident in sets:
         ret = IndexRetriever(c, method_factory())

@@ -34,7 +34,7 @@ def test_routed_question_is_answered_on_the_routed_database(collection: Collecti
 
 def test_human_in_the_loop_choice_wins(collection: Collection) -> None:
     llm = ScriptedLLM(["SELECT COUNT(*) FROM superhero", "750."])
-    pick_superhero = lambda cands: next(c for c in cands if c.database == "superhero")  # noqa: E731
+    pick_superhero = lambda cands: next(c for c in cands if c.database == "superhero")
     routed = RoutedTagQL(collection, llm, settings=load_settings(), method="bm25", k=5, choose=pick_superhero)
     answer = routed.ask("How many singers do we have?")
     assert answer.database == "superhero" and answer.values == [750]

@@ -9,5 +9,5 @@
 from tagql.errors import TagqlError
 from tagql.pipeline import Answer, TagQL, connect
 
-__all__ = ["connect", "Answer", "TagQL", "TagqlError"]
+__all__ = ["Answer", "TagQL", "TagqlError", "connect"]
 __version__ = "0.1.0"

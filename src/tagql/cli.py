@@ -10,15 +10,15 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.syntax import Syntax
 from rich.table import Table
 
-from tagql.config import Settings, config_path, load_settings
 from tagql.cli_support import console, err_console, user_errors
+from tagql.config import Settings, config_path, load_settings
 from tagql.errors import TagqlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Answer questions over relational databases.")
@@ -41,7 +41,7 @@ def model_progress(quiet: bool = False) -> tuple[Callable[[int, int], None], Cal
     return update, progress.stop
 
 
-def load_llm(settings: Settings, backend: str | None, quiet: bool = False):  # noqa: ANN201
+def load_llm(settings: Settings, backend: str | None, quiet: bool = False):
     """The configured model, with a progress bar while it is assembled and a spinner while it loads."""
     from tagql.llm import make_llm
 
@@ -53,7 +53,7 @@ def load_llm(settings: Settings, backend: str | None, quiet: bool = False):  # n
         stop()
 
 
-def build_session(  # noqa: ANN201
+def build_session(
     db: str, llm: str | None, settings: Settings, quiet: bool = False, descriptions: Path | None = None,
     store: Path | None = None, knowledge_method: str | None = None, k: int | None = None,
 ):
@@ -116,9 +116,9 @@ DescOpt = Annotated[
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="the question, in plain English")],
-    db: Annotated[Optional[str], typer.Option("--db", help="SQLite file path or SQLAlchemy URL")] = None,
+    db: Annotated[str | None, typer.Option("--db", help="SQLite file path or SQLAlchemy URL")] = None,
     collection: Annotated[
-        Optional[str], typer.Option("--collection", help="route over this collection of databases instead of --db")
+        str | None, typer.Option("--collection", help="route over this collection of databases instead of --db")
     ] = None,
     route_method: Annotated[str, typer.Option("--route-method", help="ours|bm25|dense")] = "ours",
     pick: Annotated[bool, typer.Option("--pick", help="show the top-5 candidate schemas and let me choose")] = False,
@@ -129,14 +129,14 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     descriptions: DescOpt = None,
     store: Annotated[
-        Optional[Path], typer.Option("--store", help="domain-knowledge store (default: <knowledge_dir>/<db>.kb if present)")
+        Path | None, typer.Option("--store", help="domain-knowledge store (default: <knowledge_dir>/<db>.kb if present)")
     ] = None,
     knowledge_method: Annotated[
-        Optional[str], typer.Option("--knowledge-method", help="statement retrieval: hybrid|sbr|bm25|dense|all|none")
+        str | None, typer.Option("--knowledge-method", help="statement retrieval: hybrid|sbr|bm25|dense|all|none")
     ] = None,
-    k: Annotated[Optional[int], typer.Option("--k", help="domain statements put in the prompt")] = None,
+    k: Annotated[int | None, typer.Option("--k", help="domain statements put in the prompt")] = None,
     method: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--method", help="tag|text2sql|rag|retrieval_rank|text2sql_lm (default: SQL then LM answer)"),
     ] = None,
 ) -> None:
@@ -165,7 +165,7 @@ def ask(
             print_answer(answer)
 
 
-def _ask_collection(  # noqa: ANN202
+def _ask_collection(
     question: str, name: str, route_method: str, pick: bool, llm: str | None, settings: Settings, quiet: bool,
     force: bool = False,
 ):
@@ -176,7 +176,7 @@ def _ask_collection(  # noqa: ANN202
     coll = Collection.load(name, settings)
     choose = None
     if pick:
-        def choose(cands):  # noqa: ANN001, ANN202
+        def choose(cands):
             note = confidence_note(cands)
             if note:
                 err_console.print(f"[yellow]note:[/] {note}")

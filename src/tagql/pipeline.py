@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from tagql.config import Settings, load_settings
-from tagql.errors import TagqlError
 from tagql.db.connection import Database, open_database
 from tagql.db.schema import Schema
+from tagql.errors import TagqlError
 from tagql.knowledge import Retriever, ScoredStatement
 from tagql.llm import make_llm
 from tagql.llm.base import LLM

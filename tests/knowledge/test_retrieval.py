@@ -5,8 +5,15 @@ import pytest
 
 from tagql.knowledge import Retriever
 from tagql.knowledge.canon import canonicalise
-from tagql.knowledge.retrieval import (Corpus, IndexRetriever, UnknownMethod, best_window_scores, gap_k,
-                                       make_method, question_windows)
+from tagql.knowledge.retrieval import (
+    Corpus,
+    IndexRetriever,
+    UnknownMethod,
+    best_window_scores,
+    gap_k,
+    make_method,
+    question_windows,
+)
 from tagql.knowledge.statements import parse_structured
 
 from .conftest import TOX

@@ -53,7 +53,7 @@ def test_static_vector_of_a_token_is_minilm_on_that_token_alone(static_model, em
 
 
 def test_windows_are_prefix_sum_means(static_model):
-    ws = "how many single bonded molecules are there".split()
+    ws = ["how", "many", "single", "bonded", "molecules", "are", "there"]
     emb, lens = static_model.window_embeddings(ws, 2, 3)
     assert emb.shape == (6 + 5, static_model.dim) and lens.tolist() == [2] * 6 + [3] * 5
     # window "single bonded" (start 2, length 2) equals the embedding of those words alone

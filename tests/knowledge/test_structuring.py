@@ -2,10 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from tagql.knowledge.store import KnowledgeBase
-from tagql.knowledge.structuring import (DEFAULT_EXEMPLARS, NOT_APPLICABLE, Structurer, build_messages,
-                                         canonicalise_structured)
 from tagql.knowledge.statements import Structured
+from tagql.knowledge.store import KnowledgeBase
+from tagql.knowledge.structuring import (
+    DEFAULT_EXEMPLARS,
+    NOT_APPLICABLE,
+    Structurer,
+    build_messages,
+    canonicalise_structured,
+)
 from tagql.llm.scripted import ScriptedLLM
 
 

@@ -11,7 +11,10 @@ from typer.testing import CliRunner
 from tagql.llm.scripted import ScriptedLLM
 from tagql.routing.hitl import choose_candidate, confidence_note
 from tagql.routing.prompts import (
-    best_schema_messages, multi_schema_cot_messages, multi_schema_messages, parse_routed_sql,
+    best_schema_messages,
+    multi_schema_cot_messages,
+    multi_schema_messages,
+    parse_routed_sql,
 )
 from tagql.routing.router import Candidate
 

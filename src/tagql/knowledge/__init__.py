@@ -39,4 +39,4 @@ class StaticStatements:
         return self.statements[:k] if k else list(self.statements)
 
 
-__all__ = ["ScoredStatement", "Retriever", "StaticStatements"]
+__all__ = ["Retriever", "ScoredStatement", "StaticStatements"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -67,20 +67,20 @@ def open_kb(store: Path | None, db: str | None, db_id: str | None, *, create: bo
     return KnowledgeBase.open(store_path(store, db_id), create=False)
 
 
-StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="knowledge store file (default: per database in knowledge_dir)")]
-DbOpt = Annotated[Optional[str], typer.Option("--db", help="database path/URL, or a tables.json (with --db-id)")]
-DbIdOpt = Annotated[Optional[str], typer.Option("--db-id", help="database name inside a tables.json")]
+StoreOpt = Annotated[Path | None, typer.Option("--store", help="knowledge store file (default: per database in knowledge_dir)")]
+DbOpt = Annotated[str | None, typer.Option("--db", help="database path/URL, or a tables.json (with --db-id)")]
+DbIdOpt = Annotated[str | None, typer.Option("--db-id", help="database name inside a tables.json")]
 
 
 @app.command()
 def add(
-    statement: Annotated[Optional[list[str]], typer.Argument(help="NL statement(s)")] = None,
+    statement: Annotated[list[str] | None, typer.Argument(help="NL statement(s)")] = None,
     db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None,
-    file: Annotated[Optional[Path], typer.Option("--file", help="one statement per line")] = None,
+    file: Annotated[Path | None, typer.Option("--file", help="one statement per line")] = None,
     structured: Annotated[bool, typer.Option("--structured", help="input is already \"'x' refers to y\"")] = False,
     approved: Annotated[bool, typer.Option("--approved", help="already reviewed: store as approved")] = False,
     author: Annotated[str, typer.Option("--author")] = "",
-    llm: Annotated[Optional[str], typer.Option("--llm", help="local | openai (structuring)")] = None,
+    llm: Annotated[str | None, typer.Option("--llm", help="local | openai (structuring)")] = None,
 ) -> None:
     """Add statements; NL ones are structured by the LLM and validated against the schema."""
     with _errors():
@@ -99,8 +99,8 @@ def add(
             ids = kb.add_structured(items, status="approved" if approved else "proposed", author=author)
         else:
             from tagql.config import load_settings
-            from tagql.llm import make_llm
             from tagql.knowledge.structuring import Structurer
+            from tagql.llm import make_llm
 
             settings = load_settings()
             with err.status("loading the language model..."):
@@ -115,7 +115,7 @@ def add(
 @app.command("list")
 def list_(
     db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None,
-    status: Annotated[Optional[str], typer.Option("--status", help="proposed | approved | rejected")] = None,
+    status: Annotated[str | None, typer.Option("--status", help="proposed | approved | rejected")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
     """List statements with their NL original, structured form and status."""
@@ -140,12 +140,12 @@ def list_(
 @app.command()
 def review(
     db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None,
-    approve: Annotated[Optional[list[int]], typer.Option("--approve", help="approve statement ID")] = None,
-    reject: Annotated[Optional[list[int]], typer.Option("--reject", help="reject statement ID")] = None,
-    edit: Annotated[Optional[int], typer.Option("--edit", help="edit statement ID (with --text/--sql)")] = None,
-    text: Annotated[Optional[str], typer.Option("--text")] = None,
-    sql: Annotated[Optional[str], typer.Option("--sql")] = None,
-    delete: Annotated[Optional[list[int]], typer.Option("--delete", help="delete statement ID")] = None,
+    approve: Annotated[list[int] | None, typer.Option("--approve", help="approve statement ID")] = None,
+    reject: Annotated[list[int] | None, typer.Option("--reject", help="reject statement ID")] = None,
+    edit: Annotated[int | None, typer.Option("--edit", help="edit statement ID (with --text/--sql)")] = None,
+    text: Annotated[str | None, typer.Option("--text")] = None,
+    sql: Annotated[str | None, typer.Option("--sql")] = None,
+    delete: Annotated[list[int] | None, typer.Option("--delete", help="delete statement ID")] = None,
     reason: Annotated[str, typer.Option("--reason")] = "",
 ) -> None:
     """Review proposed statements: interactively, or with --approve/--reject/--edit/--delete IDs."""
@@ -203,7 +203,7 @@ def retrieve(
     method: Annotated[str, typer.Option("--method", help="|".join(METHODS))] = DEFAULT_METHOD,
     k: Annotated[int, typer.Option("--k", min=0)] = 4,
     jsonl: Annotated[bool, typer.Option("--jsonl", help="read JSON lines with 'question' from stdin")] = False,
-    question: Annotated[Optional[str], typer.Argument(help="one question (without --jsonl)")] = None,
+    question: Annotated[str | None, typer.Argument(help="one question (without --jsonl)")] = None,
     all_statuses: Annotated[bool, typer.Option("--all-statuses", help="also proposed statements")] = False,
 ) -> None:
     """Retrieve statements per question; with --jsonl, one JSON line out per line in, in order."""
@@ -239,9 +239,9 @@ def retrieve(
 def import_paper(
     data: Annotated[Path, typer.Option("--data", help="the shared data folder (has domain_knowledge/)")],
     out_dir: Annotated[Path, typer.Option("--out", help="folder for one <db>.kb per database")],
-    only: Annotated[Optional[list[str]], typer.Option("--only", help="database name(s); default: all 11")] = None,
+    only: Annotated[list[str] | None, typer.Option("--only", help="database name(s); default: all 11")] = None,
     nl: Annotated[bool, typer.Option("--nl", help="structure the NL statements with the LLM instead")] = False,
-    llm: Annotated[Optional[str], typer.Option("--llm")] = None,
+    llm: Annotated[str | None, typer.Option("--llm")] = None,
 ) -> None:
     """Build one store per BIRD database from the paper's IN-set statements (set1 files)."""
     with _errors():
@@ -261,7 +261,7 @@ def import_paper(
 @app.command()
 def exemplars(
     db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None,
-    file: Annotated[Optional[Path], typer.Option("--file", help="JSON list of {nl, structured}")] = None,
+    file: Annotated[Path | None, typer.Option("--file", help="JSON list of {nl, structured}")] = None,
 ) -> None:
     """Show, or set with --file, the per-database few-shot exemplars used for structuring."""
     with _errors():

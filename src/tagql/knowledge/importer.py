@@ -61,7 +61,7 @@ PAPER_DBS = ("california_schools", "card_games", "codebase_community", "debit_ca
              "thrombosis_prediction", "toxicology")
 
 
-def bird_schema(data: Path, db: str):  # noqa: ANN201
+def bird_schema(data: Path, db: str):
     """The BIRD dev schema of ``db`` from ``bird/dev_tables.json`` (works for all 11 databases)."""
     from tagql.db.schema import Schema
 
@@ -73,7 +73,7 @@ def bird_schema(data: Path, db: str):  # noqa: ANN201
     return Schema.from_spider(entry)
 
 
-def import_database(data: Path, db: str, store: Path, *, llm=None, embedder=None):  # noqa: ANN001, ANN201
+def import_database(data: Path, db: str, store: Path, *, llm=None, embedder=None):
     """One store for ``db`` from the IN set: the DBA-screened structured statements (approved, as
     the paper's were screened), or with ``llm`` the NL ones run through structuring (proposed).
     Re-running adds nothing already present."""

@@ -108,14 +108,14 @@ class Corpus:
             t = self._sql_toks[i] = set(_SQL_TOKEN.findall((self.sqls[i] or self.texts[i]).lower()))
         return t
 
-    def static_embeddings(self, model) -> np.ndarray:  # noqa: ANN001
+    def static_embeddings(self, model) -> np.ndarray:
         """(n, dim) static-model embeddings of the canonical text parts, computed once per corpus."""
         if self._static is None or self._static[0] is not model:
             self._static = (model, model.embed_words([words(t) for t in self.texts]))
             self._static_low = None
         return self._static[1]
 
-    def static_low(self, model, dims: int = 64) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
+    def static_low(self, model, dims: int = 64) -> tuple[np.ndarray, np.ndarray]:
         """(basis (dim, dims), statements projected (n, dims)): the top principal directions of the
         statement vectors, for a first stage that reads 6x less memory per question than the full
         vectors (the candidates it keeps are then scored with the full vectors). Computed once."""
@@ -232,7 +232,7 @@ class _PhraseIndex:
     matched by looking up its n-grams of those lengths: O(question tokens x distinct lengths),
     independent of the corpus size and of how many phrases share a first word."""
 
-    def __init__(self, phrases) -> None:  # noqa: ANN001
+    def __init__(self, phrases) -> None:
         self.map: dict[tuple[str, ...], list[int]] = {}
         for toks, i in phrases:
             if toks:
@@ -252,7 +252,7 @@ class _PhraseIndex:
         return out
 
 
-def _phrase_index(phrases) -> _PhraseIndex:  # noqa: ANN001
+def _phrase_index(phrases) -> _PhraseIndex:
     return _PhraseIndex(phrases)
 
 
@@ -271,7 +271,7 @@ def question_windows(question: str, lo: int, hi: int) -> tuple[list[str], np.nda
     hi = min(max(lo, hi), len(ws))
     texts, lens = [], []
     for L in range(lo, hi + 1):
-        for i in range(0, len(ws) - L + 1):
+        for i in range(len(ws) - L + 1):
             texts.append(" ".join(ws[i : i + L]))
             lens.append(L)
     if not texts and ws:  # a question shorter than every window length: use it whole
@@ -371,7 +371,7 @@ class NoneMethod(Method):
     def __init__(self) -> None:
         super().__init__("none")
 
-    def score(self, corpus, question, embedder):  # noqa: ANN001, ANN201
+    def score(self, corpus, question, embedder):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
 
 
@@ -379,7 +379,7 @@ class AllMethod(Method):
     def __init__(self) -> None:
         super().__init__("all")
 
-    def score(self, corpus, question, embedder):  # noqa: ANN001, ANN201
+    def score(self, corpus, question, embedder):
         return np.arange(len(corpus)), np.ones(len(corpus), dtype=np.float32)
 
 
@@ -387,7 +387,7 @@ class BM25Method(Method):
     def __init__(self) -> None:
         super().__init__("bm25")
 
-    def score(self, corpus, question, embedder):  # noqa: ANN001, ANN201
+    def score(self, corpus, question, embedder):
         return np.arange(len(corpus)), corpus.bm25(question)
 
 
@@ -395,7 +395,7 @@ class DenseMethod(Method):
     def __init__(self) -> None:
         super().__init__("dense", needs_embedder=True)
 
-    def score(self, corpus, question, embedder):  # noqa: ANN001, ANN201
+    def score(self, corpus, question, embedder):
         q = embedder.embed([canonicalise(question)[:2000]])[0]
         return np.arange(len(corpus)), corpus.embeddings @ q
 
@@ -407,7 +407,7 @@ class SbRMethod(Method):
         super().__init__("sbr", needs_embedder=True)
         self.n = n
 
-    def score(self, corpus, question, embedder):  # noqa: ANN001, ANN201
+    def score(self, corpus, question, embedder):
         idx = np.arange(len(corpus))
         if not len(corpus):
             return idx, np.zeros(0, dtype=np.float32)
@@ -432,7 +432,7 @@ class SbRModelMethod(SbRMethod):
             self._emb = mpnet_embedder()
         return self._emb
 
-    def score(self, corpus, question, embedder):  # noqa: ANN001, ANN201
+    def score(self, corpus, question, embedder):
         emb = self.embedder()
         cached = getattr(corpus, "_sbr_model", None)
         if cached is None or cached[0] is not emb:
@@ -464,7 +464,7 @@ class HybridMethod(Method):
         self.n, self.w_bm25, self.w_literal, self.diversity = n, w_bm25, w_literal, diversity
         self.candidates, self.max_window, self.pooled = candidates, max_window, pooled
 
-    def score(self, corpus, question, embedder):  # noqa: ANN001, ANN201
+    def score(self, corpus, question, embedder):
         if not len(corpus):
             return np.arange(0), np.zeros(0, dtype=np.float32)
         bm = corpus.bm25(question)
@@ -517,7 +517,7 @@ class StaticHybridMethod(HybridMethod):
     def __init__(self, n: int = 2, w_bm25: float = 0.3, w_literal: float = 0.1, candidates: int = 256,
                  max_window: int = 12, diversity: float = 0.3, w_text: float = 0.1,
                  w_case: float = 0.01, stem: int = 1, instances: int = 1,
-                 model=None) -> None:  # noqa: ANN001
+                 model=None) -> None:
         super().__init__(n=n, w_bm25=w_bm25, w_literal=w_literal, candidates=candidates,
                          max_window=max_window, diversity=diversity)
         self.name, self.needs_embedder = "hybrid-static", False
@@ -525,7 +525,7 @@ class StaticHybridMethod(HybridMethod):
         self._model = model
 
     @property
-    def model(self):  # noqa: ANN201
+    def model(self):
         if self._model is None:
             from tagql.knowledge.static import load_static
 
@@ -548,7 +548,7 @@ class StaticHybridMethod(HybridMethod):
         corpus._static_low = None
         return len(todo)
 
-    def score(self, corpus, question, embedder):  # noqa: ANN001, ANN201
+    def score(self, corpus, question, embedder):
         if not len(corpus):
             return np.arange(0), np.zeros(0, dtype=np.float32)
         model = self.model

@@ -17,8 +17,8 @@ class StatementError(TagqlError):
     """A statement is empty, unparseable, or not about this database."""
 
 
-_REFERS = re.compile(r"\s*\b(?:refers|refres|rfers|refer|means|is represented by)\b(?:\s+to\b)?\s*", re.I)
-_TO = re.compile(r"'\s+(?:to|is)\s+", re.I)
+_REFERS = re.compile(r"\s*\b(?:refers|refres|rfers|refer|means|is represented by)\b(?:\s+to\b)?\s*", re.IGNORECASE)
+_TO = re.compile(r"'\s+(?:to|is)\s+", re.IGNORECASE)
 _QUOTES = "'\"`‘’“”"
 
 

@@ -57,7 +57,7 @@ def default_cache_dir() -> Path:
     return Path(load_settings().cache_dir) / "static"
 
 
-def _progress(done: int, total: int, t0: float, step: int, out=sys.stderr) -> None:  # noqa: ANN001
+def _progress(done: int, total: int, t0: float, step: int, out=sys.stderr) -> None:
     """One updating line on a terminal; a line every ~25 % otherwise (logs stay short)."""
     tty = getattr(out, "isatty", lambda: False)()
     if not tty and done < total and (done // step) % max(1, total // step // 4):

@@ -148,7 +148,7 @@ class KnowledgeBase:
             self._local.conn = conn
         return conn
 
-    def _write(self):  # noqa: ANN202
+    def _write(self):
         return _WriteTxn(self._conn())
 
     def _init(self, db_id: str | None, schema: Any) -> None:
@@ -358,7 +358,7 @@ class _WriteTxn:
         self.conn.execute("BEGIN IMMEDIATE")
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
+    def __exit__(self, exc_type, exc, tb) -> None:
         self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
@@ -448,5 +448,13 @@ def retriever_for(db_name: str, *, store: str | Path | None = None, settings: An
     return KnowledgeBase.open(path).retriever(method, k=k)
 
 
-__all__ = ["KnowledgeBase", "Statement", "StoreRetriever", "KnowledgeStoreError", "STATUSES", "StatementError",
-           "retriever_for", "default_store_path"]
+__all__ = [
+    "STATUSES",
+    "KnowledgeBase",
+    "KnowledgeStoreError",
+    "Statement",
+    "StatementError",
+    "StoreRetriever",
+    "default_store_path",
+    "retriever_for",
+]

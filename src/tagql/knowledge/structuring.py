@@ -80,7 +80,7 @@ class StructuringResult:
         return not self.problem
 
 
-def build_messages(nl: str, schema_prompt: str, db_name: str, exemplars: tuple[Exemplar, ...] | list[Exemplar]):  # noqa: ANN201
+def build_messages(nl: str, schema_prompt: str, db_name: str, exemplars: tuple[Exemplar, ...] | list[Exemplar]):
     """The paper's prompt, with the exemplars as chat turns (a small chat model then answers with
     one statement instead of continuing the list of examples)."""
     from tagql.llm.base import Message, system, user
@@ -107,7 +107,7 @@ def canonicalise_structured(s: Structured) -> Structured:
 class Structurer:
     """Turns NL statements into structured ones with an LLM (temperature as configured, 0 by default)."""
 
-    def __init__(self, llm, schema, exemplars: list[Exemplar] | tuple[Exemplar, ...] | None = None,  # noqa: ANN001
+    def __init__(self, llm, schema, exemplars: list[Exemplar] | tuple[Exemplar, ...] | None = None,
                  max_tokens: int = 160) -> None:
         self.llm, self.schema = llm, schema
         self.exemplars = tuple(exemplars or DEFAULT_EXEMPLARS)
@@ -124,8 +124,8 @@ class Structurer:
 
     def parse(self, nl: str, reply: str) -> StructuringResult:
         lines = [ln.strip() for ln in (reply or "").splitlines() if ln.strip()]
-        line = next((ln for ln in lines if re.search(r"\brefers\b", ln, re.I)), lines[0] if lines else "")
-        line = re.sub(r"^(Templatized Domain Statement:|Answer:)\s*", "", line, flags=re.I).strip().strip("`")
+        line = next((ln for ln in lines if re.search(r"\brefers\b", ln, re.IGNORECASE)), lines[0] if lines else "")
+        line = re.sub(r"^(Templatized Domain Statement:|Answer:)\s*", "", line, flags=re.IGNORECASE).strip().strip("`")
         if not line or NOT_APPLICABLE.lower() in line.lower():
             return StructuringResult(nl, nl, "", "the model judged the statement not about this database")
         try:

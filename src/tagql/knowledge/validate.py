@@ -14,8 +14,8 @@ from tagql.db.schema import Schema
 from tagql.errors import InvalidQuery, UnsafeQuery
 
 _QUALIFIED = re.compile(r"([A-Za-z_][\w]*|`[^`]+`|\"[^\"]+\")\s*\.\s*(?:[A-Za-z_`\"])")
-_TAIL = re.compile(r"^\s*(ORDER\s+BY|GROUP\s+BY|LIMIT|HAVING)\b", re.I)
-_WHERE = re.compile(r"\bWHERE\b", re.I)
+_TAIL = re.compile(r"^\s*(ORDER\s+BY|GROUP\s+BY|LIMIT|HAVING)\b", re.IGNORECASE)
+_WHERE = re.compile(r"\bWHERE\b", re.IGNORECASE)
 _STRING = re.compile(r"'(?:[^']|'')*'")
 
 

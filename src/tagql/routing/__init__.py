@@ -15,6 +15,15 @@ from tagql.routing.errors import BadSource, CollectionNotFound, DatabaseGone, Em
 from tagql.routing.router import METHODS, Candidate, Router, make_router
 
 __all__ = [
-    "Collection", "DatabaseEntry", "Candidate", "Router", "make_router", "METHODS",
-    "BadSource", "CollectionNotFound", "DatabaseGone", "EmptyCollection", "IndexMissing",
+    "METHODS",
+    "BadSource",
+    "Candidate",
+    "Collection",
+    "CollectionNotFound",
+    "DatabaseEntry",
+    "DatabaseGone",
+    "EmptyCollection",
+    "IndexMissing",
+    "Router",
+    "make_router",
 ]

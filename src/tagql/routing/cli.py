@@ -11,7 +11,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -28,11 +28,11 @@ _fail = fail
 @app.callback()
 def route(
     ctx: typer.Context,
-    collection: Annotated[Optional[str], typer.Option("--collection", "-c", help="collection name")] = None,
+    collection: Annotated[str | None, typer.Option("--collection", "-c", help="collection name")] = None,
     method: Annotated[str, typer.Option("--method", help="ours | bm25 | dense")] = "ours",
     k: Annotated[int, typer.Option("--k", min=1, help="candidates per question")] = 5,
     jsonl: Annotated[bool, typer.Option("--jsonl", help="read JSON lines {question} on stdin, write one per line")] = False,
-    question: Annotated[Optional[str], typer.Option("--question", "-q", help="route one question")] = None,
+    question: Annotated[str | None, typer.Option("--question", "-q", help="route one question")] = None,
     pick: Annotated[bool, typer.Option("--pick", help="show the top-5 schemas and let me choose one")] = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:
@@ -84,11 +84,11 @@ def route(
 @app.command()
 def index(
     name: Annotated[str, typer.Argument(help="collection name")],
-    spider_tables: Annotated[Optional[Path], typer.Option("--spider-tables", help="Spider/BIRD tables.json")] = None,
-    spider_databases: Annotated[Optional[Path], typer.Option(help="folder with <db>/<db>.sqlite (default: beside tables.json)")] = None,
-    ddl: Annotated[Optional[list[Path]], typer.Option("--ddl", help="schema-only CREATE TABLE file (repeatable)")] = None,
-    db: Annotated[Optional[list[str]], typer.Option("--db", help="SQLite path or SQLAlchemy URL (repeatable)")] = None,
-    remove: Annotated[Optional[list[str]], typer.Option("--remove", help="drop this database (repeatable)")] = None,
+    spider_tables: Annotated[Path | None, typer.Option("--spider-tables", help="Spider/BIRD tables.json")] = None,
+    spider_databases: Annotated[Path | None, typer.Option(help="folder with <db>/<db>.sqlite (default: beside tables.json)")] = None,
+    ddl: Annotated[list[Path] | None, typer.Option("--ddl", help="schema-only CREATE TABLE file (repeatable)")] = None,
+    db: Annotated[list[str] | None, typer.Option("--db", help="SQLite path or SQLAlchemy URL (repeatable)")] = None,
+    remove: Annotated[list[str] | None, typer.Option("--remove", help="drop this database (repeatable)")] = None,
     no_router: Annotated[bool, typer.Option("--no-router", help="skip training 'ours' (bm25/dense still work)")] = False,
     questions_per_table: Annotated[int, typer.Option(help="synthetic questions per table")] = 24,
 ) -> None:

@@ -134,7 +134,7 @@ class Collection:
         """Path or URL to open with :func:`tagql.db.open_database`; ``None`` for schema-only entries."""
         return self.entries[db].target
 
-    def open(self, db: str, **kwargs: Any):  # noqa: ANN201 -- tagql.db.Database
+    def open(self, db: str, **kwargs: Any):
         """Open the database behind ``db`` (raises :class:`DatabaseGone` if it disappeared)."""
         from tagql.db import open_database
         from tagql.errors import DatabaseNotFound, NotADatabase
@@ -213,7 +213,7 @@ class Collection:
                         name=name or (Path(target).stem if "://" not in target else db.name)).name
 
     # ---- routing -----------------------------------------------------------------------------
-    def router(self, method: str = "ours", **kwargs: Any):  # noqa: ANN201 -- tagql.routing.router.Router
+    def router(self, method: str = "ours", **kwargs: Any):
         from tagql.routing.router import make_router
 
         return make_router(self, method, **kwargs)

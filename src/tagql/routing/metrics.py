@@ -65,7 +65,7 @@ def average_precision(cands: Sequence[Candidate], gold: Gold) -> float:
 def summarize(all_cands: Sequence[Sequence[Candidate]], golds: Sequence[Gold]) -> dict[str, float]:
     n = len(golds)
 
-    def mean(f) -> float:  # noqa: ANN001
+    def mean(f) -> float:
         return round(100 * sum(f(c, g) for c, g in zip(all_cands, golds)) / n, 2) if n else 0.0
 
     return {

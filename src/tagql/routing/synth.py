@@ -281,7 +281,7 @@ def mine_patterns(train_json: str | Path, tables_json: str | Path, min_dbs: int 
         for surface, slot, num, pl in sorted(mentions, key=lambda m: -len(m[0])):
             if len(surface) < 2 or slot in slots:
                 continue
-            pat = re.compile(r"(?<![\w{])" + re.escape(surface) + r"(?![\w}])", re.I)
+            pat = re.compile(r"(?<![\w{])" + re.escape(surface) + r"(?![\w}])", re.IGNORECASE)
             if pat.search(text):
                 text = pat.sub("{" + slot + "}", text, count=1)
                 slots.add(slot)

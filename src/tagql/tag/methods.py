@@ -35,7 +35,7 @@ from tagql.tag.plan import PlanError, Planner, run_plan
 METHODS = ("tag", "text2sql", "rag", "retrieval_rank", "text2sql_lm")
 
 _AGG = re.compile(r"^\s*(summari[sz]e|provide (some )?information|describe|give (me )?an overview|what do .* say)",
-                  re.I)
+                  re.IGNORECASE)
 
 
 def is_aggregation(question: str) -> bool:
@@ -60,7 +60,7 @@ def make_engine(session: TagQL, *, progress: Any = None) -> SemEngine:
 
 def parse_list(text: str) -> list[Any]:
     """The values of a ``[v1, v2]`` reply (Python literal; lenient about the surrounding text)."""
-    m = re.search(r"\[.*\]", text, re.S)
+    m = re.search(r"\[.*\]", text, re.DOTALL)
     if not m:
         return [text.strip()] if text.strip() else []
     try:

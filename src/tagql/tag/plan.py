@@ -29,7 +29,12 @@ from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, TagqlError, 
 from tagql.llm.base import LLM, Message, system, user
 from tagql.tag import tag_prompts as prompts
 from tagql.tag.operators import (
-    OperatorError, SemEngine, SemTable, resolve_columns, resolve_or_none, template_fields,
+    OperatorError,
+    SemEngine,
+    SemTable,
+    resolve_columns,
+    resolve_or_none,
+    template_fields,
 )
 from tagql.tag.query import prepare_sql
 from tagql.tag.udf import execute_with_lm, register_lm_functions
@@ -90,7 +95,7 @@ class Plan:
 
 def parse_plan(text: str) -> Plan:
     """A plan from an LM reply (JSON, possibly fenced or with prose around it)."""
-    m = re.search(r"\{.*\}", text, re.S)
+    m = re.search(r"\{.*\}", text, re.DOTALL)
     if not m:
         raise LLMOutputError(f"the LM reply contains no JSON plan: {text.strip()[:120]!r}")
     try:

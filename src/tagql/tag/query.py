@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import sqlglot
 
 from tagql.db.connection import Database, Result
-from tagql.db.schema import Schema
 from tagql.db.repair import repair_columns, repair_values
 from tagql.db.safety import fix_sqlite_double_quoted_strings, parse_read_only, validate_against_schema
+from tagql.db.schema import Schema
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery
 from tagql.knowledge import ScoredStatement
 from tagql.llm.base import LLM, Message, system, user
