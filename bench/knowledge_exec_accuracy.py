@@ -30,8 +30,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers of the bench/ scripts
+
+from partial_records import read_partial as read_records
 
 from tagql.config import load_settings
 from tagql.errors import TagqlError
@@ -65,16 +70,8 @@ def statement_keys(stmts: list[ScoredStatement]) -> list[str]:
 
 
 def read_partial(path: Path) -> dict[tuple, dict]:
-    """(db, split, i, condition) -> the last record written for it (a torn last line is ignored)."""
-    out: dict[tuple, dict] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            out[(r["db"], r["split"], r["i"], r["condition"])] = r
-    return out
+    """(db, split, i, condition) -> the last record written for it."""
+    return read_records(path, lambda r: (r["db"], r["split"], r["i"], r["condition"]))
 
 
 def main() -> None:

@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))  # the shared helpers of the bench/ scripts below
 
 from ask import rows_match
+from partial_records import read_partial as read_records
 from routing_spider import DATA, ensure_router, spider_collection
 
 from tagql.config import Settings, load_settings
@@ -154,16 +155,8 @@ class Conditions:
 
 
 def read_partial(path: Path) -> dict[tuple[int, str], dict]:
-    """(dev index, condition) -> the last record written for it (a torn last line is ignored)."""
-    out: dict[tuple[int, str], dict] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            out[(r["i"], r["condition"])] = r
-    return out
+    """(dev index, condition) -> the last record written for it."""
+    return read_records(path, lambda r: (r["i"], r["condition"]))
 
 
 def run(coll: Collection, llm: LLM, settings: Settings, dev: Sequence[dict], indices: Sequence[int],
