@@ -153,7 +153,7 @@ def greedy_generate(
             stats.trace.append((matched, len(draft), accepted))
         # the KV cache keeps the previous pending token and the accepted drafts, not the rejected ones
         keep = n_past + 1 + accepted
-        ctx.kv_cache_seq_rm(-1, keep, -1)
+        ctx.kv_cache_seq_rm(0, keep, -1)  # sequence 0: the one generating
         llama.n_tokens = keep
         if not all(commit(tok) for tok in draft[:accepted]) or (accepted and stopped()):
             break

@@ -162,6 +162,10 @@ REQUANTIZED: dict[str, Requantized] = {
             name="qwen2.5-coder-1.5b-q4_0", base="qwen2.5-coder-1.5b", ftype=2, output_type=2,
             description="the default model re-quantized to Q4_0 here (faster on CPU)",
         ),
+        Requantized(
+            name="qwen2.5-0.5b-q4_0", base="qwen2.5-0.5b", ftype=2, output_type=2,
+            description="the small model re-quantized to Q4_0 here (faster on CPU)",
+        ),
     )
 }
 

@@ -1,0 +1,61 @@
+"""System prefixes kept in their own KV sequences (``tagql.llm.local._PrefixStates``), on the real model:
+switching between them must not change a single output token, and a full cache drops old prefixes
+instead of failing."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.model
+
+SCHEMAS = {
+    "heroes": "CREATE TABLE superhero (id INTEGER, superhero_name TEXT, height_cm INTEGER);",
+    "clubs": "CREATE TABLE member (member_id TEXT, first_name TEXT, last_name TEXT, position TEXT);",
+    "bonds": "CREATE TABLE bond (bond_id TEXT, molecule_id TEXT, bond_type TEXT);",
+}
+
+
+def _messages(name: str, question: str):
+    from tagql.llm import system, user
+
+    return [system(f"You write SQLite SQL for this schema:\n{SCHEMAS[name]}\nOutput only the SQL."),
+            user(question)]
+
+
+def _from_scratch(llm, messages, max_tokens: int = 40) -> str:
+    """The reference: no stored prefix, the whole prompt evaluated anew."""
+    llm._prefixes.clear(llm._llama)
+    llm._llama.reset()
+    return llm.complete(messages, max_tokens=max_tokens).text
+
+
+def _llm(**kw):
+    from tagql.config import load_settings
+    from tagql.llm.local import LocalLLM
+    from tagql.llm.model_pack import resolve_model_path
+
+    settings = load_settings()
+    return LocalLLM(resolve_model_path(settings.llm.model, settings.cache_dir), **kw)
+
+
+def test_switching_prefixes_reuses_them_and_keeps_outputs_identical() -> None:
+    llm = _llm()
+    asks = [("heroes", "Names of superheroes taller than 200 cm."), ("clubs", "First names of presidents."),
+            ("heroes", "How many superheroes are there?"), ("clubs", "Last names of all members.")]
+    expected = [_from_scratch(llm, _messages(n, q)) for n, q in asks]
+    hits = llm._prefixes.hits
+    got = [llm.complete(_messages(n, q), max_tokens=40).text for n, q in asks]
+    assert got == expected
+    assert llm._prefixes.hits - hits >= 2  # the 3rd and 4th calls found their schema already evaluated
+    assert len(llm._prefixes._slots) == 2
+
+
+def test_a_full_cache_drops_the_oldest_prefix_and_still_answers() -> None:
+    llm = _llm(n_ctx=256)  # room for about two of these prompts at once
+    order = ["heroes", "clubs", "bonds", "heroes", "bonds"]
+    expected = {n: _from_scratch(llm, _messages(n, "List every column."), 24) for n in SCHEMAS}
+    for name in order:
+        assert llm.complete(_messages(name, "List every column."), max_tokens=24).text == expected[name]
+        stored = sum(len(k) for k in llm._prefixes._slots)
+        assert stored <= llm.n_ctx
+    assert llm._prefixes.misses >= 4  # evicted prefixes had to be evaluated again
