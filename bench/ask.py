@@ -40,9 +40,6 @@ DATA = Path(os.environ.get("TAGQL_SHARED_DATA", ROOT.parent / "shared" / "data")
 DBS = ["student_club", "superhero", "toxicology"]
 
 
-HOST_SPEED: list[dict] = []  # decode_ms_per_token probes taken during the run
-
-
 def rows_match(pred: list, gold: list) -> bool:
     return {tuple(r) for r in pred} == {tuple(r) for r in gold}
 
@@ -51,7 +48,7 @@ def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
 def main() -> None:
@@ -79,6 +76,7 @@ def main() -> None:
     records = []
     first_question_s: dict[str, float] = {}
     load_s: dict[str, float] = {}
+    host_speed: list[dict] = []  # decode_ms_per_token probes taken during the run
     with Progress(console=console) as progress:
         task = progress.add_task("asking", total=total)
         for model in models:
@@ -88,7 +86,7 @@ def main() -> None:
             load_s[model] = round(time.perf_counter() - t0, 2)
             with open(args.out + ".partial.jsonl", "a") as partial:
                 records += ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, progress, task,
-                                   partial)
+                                   partial, host_speed)
             _close_all()  # free this model before loading the next
     peak_rss_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
@@ -99,13 +97,13 @@ def main() -> None:
         + ", ".join(f"{k} {v:.1f} s" for k, v in first_question_s.items())
         + f"; peak RSS {peak_rss_gb:.2f} GB (max over the models run)"
     )
-    if HOST_SPEED:
+    if host_speed:
         console.print("host speed (plain greedy decoding, ms/token) before each database/condition: "
-                      + ", ".join(f"{h['before']} {h['decode_ms_per_token']}" for h in HOST_SPEED))
+                      + ", ".join(f"{h['before']} {h['decode_ms_per_token']}" for h in host_speed))
     out = {
         "models": models, "limit_per_db": args.limit or None, "subset": "first N questions per db in bird/dev.json order",
         "model_load_s": load_s, "cold_first_question_s": first_question_s, "peak_rss_gb": round(peak_rss_gb, 3),
-        "host_speed": HOST_SPEED,
+        "host_speed": host_speed,
         "summary": summary, "records": records,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -175,8 +173,10 @@ def decode_ms_per_token(llm) -> float | None:
 
 
 def ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, progress, task,
-            partial=None) -> list[dict]:
-    """Ask every chosen question under every condition with one model; one record per question."""
+            partial=None, host_speed: list[dict] | None = None) -> list[dict]:
+    """Ask every chosen question under every condition with one model; one record per question.
+    Host-speed probes taken before each database/condition are appended to ``host_speed``."""
+    host_speed = host_speed if host_speed is not None else []
     records = []
     for db_id in dbs:
         path = DATA / "bird" / "dev_databases" / db_id / f"{db_id}.sqlite"
@@ -184,7 +184,7 @@ def ask_all(llm, model, settings, dbs, conditions, chosen, first_question_s, pro
         gold_db = open_database(path)
         for cond in conditions:
             if (ms := decode_ms_per_token(llm)) is not None:
-                HOST_SPEED.append({"before": f"{db_id}/{cond}", "decode_ms_per_token": ms})
+                host_speed.append({"before": f"{db_id}/{cond}", "decode_ms_per_token": ms})
             for q in chosen[db_id]:
                 evidence = (q.get("evidence") or "").strip()
                 knowledge = None
