@@ -33,7 +33,7 @@ class Embedder(Protocol):
 
 
 class SentenceTransformerEmbedder:
-    def __init__(self, model_dir: str) -> None:
+    def __init__(self, model_dir: str, name: str = DEFAULT_MODEL) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
@@ -46,7 +46,8 @@ class SentenceTransformerEmbedder:
         torch.manual_seed(0)
         hf_logging.disable_progress_bar()
         self._model = SentenceTransformer(model_dir, device="cpu")
-        self.name = DEFAULT_MODEL
+        self.name = name
+        self.model_dir = model_dir
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dim = int(get_dim() or 384)
         self._lock = threading.Lock()

