@@ -29,4 +29,4 @@ def small_collection(spider_dir: Path, tmp_path_factory: pytest.TempPathFactory)
 def small_router(small_collection):
     from tagql.routing.ours import BuildConfig, GraphRouter
 
-    return GraphRouter.build(small_collection, BuildConfig(questions_per_table=8, seed=0))
+    return GraphRouter.build(small_collection, BuildConfig(questions_per_table=8, seed=0, finetune=False))

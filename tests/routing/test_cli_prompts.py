@@ -37,7 +37,8 @@ def test_cli_index_route_jsonl_and_update(runner_env: Path, spider_dir: Path) ->
                    "CREATE TABLE orders (order_id INT PRIMARY KEY, customer_id INT REFERENCES customer(customer_id),"
                    " amount REAL, ordered_on DATE);")
     r = CliRunner().invoke(app, ["route", "index", "t", "--spider-tables", str(tj), "--spider-databases",
-                                 str(spider_dir / "database"), "--ddl", str(ddl), "--questions-per-table", "6"])
+                                 str(spider_dir / "database"), "--ddl", str(ddl), "--questions-per-table", "6",
+                                 "--no-finetune"])
     assert r.exit_code == 0, r.output
     lines = "\n".join(json.dumps({"question": q}) for q in [
         "How many singers are there?", "What is the total order amount of each customer?",

@@ -91,6 +91,8 @@ def index(
     remove: Annotated[list[str] | None, typer.Option("--remove", help="drop this database (repeatable)")] = None,
     no_router: Annotated[bool, typer.Option("--no-router", help="skip training 'ours' (bm25/dense still work)")] = False,
     questions_per_table: Annotated[int, typer.Option(help="synthetic questions per table")] = 24,
+    finetune: Annotated[bool, typer.Option("--finetune/--no-finetune",
+                                           help="fine-tune the encoder on synonym pairs in a new build (~4 min)")] = True,
 ) -> None:
     """Build or update collection NAME, then train (or incrementally update) its router."""
     from tagql.config import load_settings
@@ -129,7 +131,8 @@ def index(
                 if existed and (coll.path / "router" / "meta.json").exists():
                     info = GraphRouter.load(coll).update(progress=update)
                 else:
-                    info = GraphRouter.build(coll, BuildConfig(questions_per_table=questions_per_table), update).meta
+                    info = GraphRouter.build(coll, BuildConfig(questions_per_table=questions_per_table, finetune=finetune),
+                                            update).meta
         tables = sum(len(e.schema.tables) for e in coll.entries.values())
         err.print(f"collection [bold]{name}[/]: {len(coll.entries)} databases, {tables} tables, "
                   f"{coll.graph.g.number_of_edges()} graph edges ({time.perf_counter() - t0:.1f} s) at {coll.path}")
