@@ -34,15 +34,28 @@ def spider_collection(name: str = "spider-bench", settings: Settings | None = No
     return coll
 
 
-def ensure_router(coll: Collection, *, rebuild: bool = False, questions_per_table: int | None = None) -> float | None:
-    """Train the ``ours`` router of ``coll`` unless its index exists; the build time in s (None = reused)."""
+def ensure_router(coll: Collection, *, rebuild: bool = False, questions_per_table: int | None = None,
+                  finetune: bool | None = None) -> float | None:
+    """Train the ``ours`` router of ``coll`` unless its index exists; the build time in s (None = reused).
+    ``finetune``: fine-tune the encoder in the build (None: the BuildConfig default)."""
     if not rebuild and (coll.path / "router" / "meta.json").exists():
         return None
     from tagql.routing.ours import BuildConfig, GraphRouter
 
-    cfg = BuildConfig(**({"questions_per_table": questions_per_table} if questions_per_table else {}))
+    kw: dict = {"questions_per_table": questions_per_table} if questions_per_table else {}
+    if finetune is not None:
+        kw["finetune"] = finetune
+    cfg = BuildConfig(**kw)
     t = time.perf_counter()
-    GraphRouter.build(coll, cfg)
+    last: list = ["", 0.0]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if stage != last[0] or done == total or now - last[1] > 20:
+            print(f"{stage}: {done}/{total} ({now - t:.0f} s)", file=sys.stderr, flush=True)
+            last[0], last[1] = stage, now
+
+    GraphRouter.build(coll, cfg, progress)
     return round(time.perf_counter() - t, 1)
 
 
@@ -54,6 +67,10 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--rebuild", action="store_true", help="re-train the 'ours' router from scratch (build cost)")
     ap.add_argument("--questions-per-table", type=int, default=None, help="synthetic questions per table")
+    ft = ap.add_mutually_exclusive_group()
+    ft.add_argument("--finetune", dest="finetune", action="store_true", default=None,
+                    help="with --rebuild: fine-tune the encoder on Spider-Syn train pairs in the build")
+    ft.add_argument("--no-finetune", dest="finetune", action="store_false")
     ap.add_argument("--latency-questions", type=int, default=100, help="questions routed one at a time for p50/p95")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
@@ -64,7 +81,8 @@ def main() -> None:
     build_s = time.perf_counter() - t0
     router_build = None
     if "ours" in args.methods:
-        router_build = ensure_router(coll, rebuild=args.rebuild, questions_per_table=args.questions_per_table)
+        router_build = ensure_router(coll, rebuild=args.rebuild, questions_per_table=args.questions_per_table,
+                                     finetune=args.finetune)
     tables = {db: coll.schema(db).table_names for db in coll.databases}
 
     dev = json.loads((DATA / "spider" / "dev.json").read_text())
