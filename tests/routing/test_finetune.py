@@ -93,7 +93,7 @@ def test_build_with_finetuned_encoder_load_update_and_rebuild(ft_collection: Col
     assert np.allclose(r2.syn_vecs[new[:5]], r2.emb.embed([r2.syn[i].question for i in new[:5]]), atol=1e-4)
     assert GraphRouter.load(c2).route("Which wrestlers were eliminated by Orton?")[0].database == "wrestler"
     # a full build without fine-tuning drops the stored encoder and its vectors
-    assert BuildConfig().finetune  # on by default (tagql route index --no-finetune turns it off)
+    assert not BuildConfig().finetune  # opt-in (tagql route index --finetune)
     plain = GraphRouter.build(c2, BuildConfig(questions_per_table=4, seed=0, finetune=False))
     assert not (c2.path / "router" / ENCODER_DIR).exists() and "finetune" not in plain.meta
     assert GraphRouter.load(c2).emb.name == "all-minilm-l6-v2"

@@ -92,7 +92,7 @@ def index(
     no_router: Annotated[bool, typer.Option("--no-router", help="skip training 'ours' (bm25/dense still work)")] = False,
     questions_per_table: Annotated[int, typer.Option(help="synthetic questions per table")] = 24,
     finetune: Annotated[bool, typer.Option("--finetune/--no-finetune",
-                                           help="fine-tune the encoder on synonym pairs in a new build (~4 min)")] = True,
+                                           help="fine-tune the encoder on synonym pairs in a new build (~4 min)")] = False,
 ) -> None:
     """Build or update collection NAME, then train (or incrementally update) its router."""
     from tagql.config import load_settings
