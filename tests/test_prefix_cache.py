@@ -47,15 +47,26 @@ def test_switching_prefixes_reuses_them_and_keeps_outputs_identical() -> None:
     got = [llm.complete(_messages(n, q), max_tokens=40).text for n, q in asks]
     assert got == expected
     assert llm._prefixes.hits - hits >= 2  # the 3rd and 4th calls found their schema already evaluated
-    assert len(llm._prefixes._slots) == 2
+    assert len(llm._prefixes._slots) + len(llm._prefixes._cold) == 2
 
 
-def test_a_full_cache_drops_the_oldest_prefix_and_still_answers() -> None:
+def test_a_full_cache_spills_the_oldest_prefix_and_still_answers() -> None:
     llm = _llm(n_ctx=256)  # room for about two of these prompts at once
     order = ["heroes", "clubs", "bonds", "heroes", "bonds"]
     expected = {n: _from_scratch(llm, _messages(n, "List every column."), 24) for n in SCHEMAS}
     for name in order:
         assert llm.complete(_messages(name, "List every column."), max_tokens=24).text == expected[name]
-        stored = sum(len(k) for k in llm._prefixes._slots)
-        assert stored <= llm.n_ctx
-    assert llm._prefixes.misses >= 4  # evicted prefixes had to be evaluated again
+        assert sum(len(k) for k in llm._prefixes._slots) <= llm.n_ctx
+
+
+def test_prefixes_beyond_the_hot_ones_are_reloaded_from_ram_not_recomputed() -> None:
+    llm = _llm()
+    question = "How many rows are there?"
+    expected = {n: _from_scratch(llm, _messages(n, question)) for n in SCHEMAS}
+    llm._prefixes.clear(llm._llama)
+    misses, hits = llm._prefixes.misses, llm._prefixes.hits
+    for name in ["heroes", "clubs", "bonds", "heroes", "clubs"]:  # 3 prefixes, 2 hot sequences
+        assert llm.complete(_messages(name, question), max_tokens=40).text == expected[name]
+    assert llm._prefixes.misses - misses == 3  # each schema evaluated once
+    assert llm._prefixes.hits - hits == 2  # heroes and clubs came back from their spilled state
+    assert len(llm._prefixes._slots) + len(llm._prefixes._cold) == 3
