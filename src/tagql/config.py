@@ -35,7 +35,7 @@ class LLMSettings(BaseModel):
     backend: Literal["local", "openai"] = "local"
     # local: a model pack name ("qwen2.5-coder-1.5b", "qwen2.5-0.5b"), a re-quantized pack
     # ("qwen2.5-coder-1.5b-q4_0": same weights, 1.9x faster decoding here, same BIRD accuracy in
-    # bench/ask.py) or a path to any GGUF file
+    # bench/ask.py; "qwen2.5-0.5b-q4_0") or a path to any GGUF file
     model: str = "qwen2.5-coder-1.5b-q4_0"
     n_ctx: int = 8192
     n_threads: int | None = None  # None = all cores
