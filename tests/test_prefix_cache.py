@@ -70,3 +70,25 @@ def test_prefixes_beyond_the_hot_ones_are_reloaded_from_ram_not_recomputed() -> 
     assert llm._prefixes.misses - misses == 3  # each schema evaluated once
     assert llm._prefixes.hits - hits == 2  # heroes and clubs came back from their spilled state
     assert len(llm._prefixes._slots) + len(llm._prefixes._cold) == 3
+
+
+def test_a_prefix_that_cannot_be_reloaded_is_evaluated_again(monkeypatch) -> None:
+    """A failed reload (or a batch that finds no room) clears the stored prefixes and retries once."""
+    llm = _llm()
+    question = "How many rows are there?"
+    expected = _from_scratch(llm, _messages("bonds", question))
+    llm.complete(_messages("heroes", question), max_tokens=8)
+    llm.complete(_messages("clubs", question), max_tokens=8)
+    llm.complete(_messages("heroes", question), max_tokens=8)
+    bonds_prefix = tuple(llm._prompt(_messages("bonds", question), 40)[2])
+    assert bonds_prefix in llm._prefixes._cold  # spilled to RAM: the next bonds call reloads it
+    failures = []
+
+    def broken_reload(llama, key):
+        failures.append(key)
+        raise RuntimeError("llama.cpp could not reload a saved prefix")
+
+    monkeypatch.setattr(llm._prefixes, "_reload", broken_reload)
+    misses = llm._prefixes.misses
+    assert llm.complete(_messages("bonds", question), max_tokens=40).text == expected
+    assert len(failures) == 1 and llm._prefixes.misses == misses + 1  # cleared, then evaluated anew

@@ -300,11 +300,13 @@ class LocalLLM:
         start = time.perf_counter()
         with self._lock:
             for attempt in range(2):
-                self._prefixes.ensure(self._llama, prefix, len(tokens) + max_tokens)
                 try:
+                    self._prefixes.ensure(self._llama, prefix, len(tokens) + max_tokens)
                     text, n_out = self._generate(tokens, max_tokens, stops, g)
                     break
-                except RuntimeError:  # llama_decode found no room in the KV cache (fragmented by stored prefixes)
+                # llama_decode found no room in the KV cache (fragmented by stored prefixes), or a spilled
+                # prefix could not be reloaded: start over from an empty cache once
+                except RuntimeError:
                     if attempt:
                         raise
                     self._prefixes.clear(self._llama)
