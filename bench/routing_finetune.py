@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from tagql.config import load_settings
-from tagql.embeddings import SentenceTransformerEmbedder
+from tagql.embeddings import SentenceTransformerEmbedder, minilm_dir
 from tagql.routing.collection import Collection
-from tagql.routing.finetune import base_model_dir, finetune_encoder, load_pairs
+from tagql.routing.finetune import finetune_encoder, load_pairs
 from tagql.routing.retrieval import table_doc
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -98,9 +98,9 @@ def main() -> None:
         return out
 
     results = {"pairs_half_a": len(pairs), "questions_half_b": len(test), "memory_sample": len(mem_q), "runs": {}}
-    base = SentenceTransformerEmbedder(base_model_dir())
+    base = SentenceTransformerEmbedder(str(minilm_dir()))
     if not args.skip_base:
-        results["runs"]["base"] = measure(base_model_dir(), None)
+        results["runs"]["base"] = measure(str(minilm_dir()), None)
         print("base", results["runs"]["base"], file=sys.stderr)
     for cfg in args.configs.split(","):
         loss, epochs, lr = cfg.split(":")

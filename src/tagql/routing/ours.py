@@ -116,12 +116,19 @@ def load_encoder(path: Path) -> Any:
     from tagql.embeddings import SentenceTransformerEmbedder
 
     key = str(Path(path).resolve())
-    stamp = (Path(path) / "model.safetensors").stat().st_mtime_ns if (Path(path) / "model.safetensors").exists() else 0
+    weights = Path(path) / "model.safetensors"
+    stamp = weights.stat().st_mtime_ns if weights.exists() else 0
     hit = _ENCODERS.get(key)
     if hit is None or hit[0] != stamp:
         hit = (stamp, SentenceTransformerEmbedder(key, name=f"{DEFAULT_ENCODER}+finetuned"))
         _ENCODERS[key] = hit
     return hit[1]
+
+
+def _drop_vector_cache(router_dir: Path) -> None:
+    """Forget the embedding cache of table documents and schema words (kept across incremental updates)."""
+    for name in ("doc_cache.json", "doc_cache.npy"):
+        (router_dir / name).unlink(missing_ok=True)
 
 
 def _norm_max(x: np.ndarray) -> np.ndarray:
@@ -613,8 +620,7 @@ class GraphRouter:
         t0 = time.perf_counter()
         d = collection.path / "router"
         # a full build starts from scratch: vectors cached by an earlier build may come from another encoder
-        for name in ("doc_cache.json", "doc_cache.npy"):
-            (d / name).unlink(missing_ok=True)
+        _drop_vector_cache(d)
         shutil.rmtree(d / ENCODER_DIR, ignore_errors=True)
         ft: dict[str, Any] = {}
         r = cls(collection, cfg, embedder)
@@ -632,8 +638,7 @@ class GraphRouter:
                                   epochs=cfg.finetune_epochs, lr=cfg.finetune_lr, seed=cfg.seed, progress=progress,
                                   model_dir=getattr(r.emb, "model_dir", None))
             # every stored vector (table documents, schema words, synthetic questions) from the new encoder
-            for name in ("doc_cache.json", "doc_cache.npy"):
-                (d / name).unlink(missing_ok=True)
+            _drop_vector_cache(d)
             r = cls(collection, cfg, load_encoder(d / ENCODER_DIR))
         r.train(syn, progress)
         r.meta |= {"synthesis_s": round(synth_s, 1), "build_s": round(time.perf_counter() - t0, 1),
