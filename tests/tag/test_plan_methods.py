@@ -176,3 +176,99 @@ def test_guessed_value_lists_on_judged_columns_are_dropped(superhero):
     assert "IN" not in plan.sql and "molecule_id = 'TR1'" in plan.sql
     keep = Plan.from_obj({"sql": "SELECT element FROM atom WHERE element IN ('Na', 'K')", "operators": []})
     assert relax_guessed_values(keep) == [] and "IN" in keep.sql
+
+
+def test_guessed_single_value_on_judged_column_is_dropped():
+    from tagql.tag.plan import relax_guessed_values
+
+    plan = Plan.from_obj({"sql": "SELECT m.first_name, z.state FROM member m JOIN zip_code z ON m.zip = z.zip_code "
+                                 "WHERE z.state = 'CA' AND m.position = 'Member'",
+                          "operators": [{"op": "filter", "instruction": "{state} is on the Pacific coast"}]})
+    assert relax_guessed_values(plan) == ["z.state = 'CA'"]
+    assert "'CA'" not in plan.sql and "m.position = 'Member'" in plan.sql
+
+
+@pytest.mark.parametrize("instruction, columns, expected", [
+    ("element is a halogen", ["element", "n"], "{element} is a halogen"),
+    ("{T1.element} is a halogen", ["element"], "{element} is a halogen"),
+    ("{atom.element} is a halogen", ["element"], "{element} is a halogen"),
+    ("is a halogen", ["element"], "{element}: is a halogen"),
+    ("the statement is true", ["first_name", "state"], "the statement is true"),  # 'state' only inside a word
+    ("{state} is western", ["state"], "{state} is western"),
+])
+def test_column_references_small_models_get_wrong_are_normalised(instruction, columns, expected):
+    from tagql.tag.plan import normalize_instruction
+
+    assert normalize_instruction(instruction, columns) == expected
+
+
+def test_validated_plan_shows_the_normalised_instruction(superhero):
+    plan = Plan.from_obj({"sql": "SELECT superhero_name FROM superhero",
+                          "operators": [{"op": "filter", "instruction": "superhero_name is a woman"}]})
+    validate_plan(plan, superhero, SemEngine(ScriptedLLM([])))
+    assert plan.operators[0]["instruction"] == "{superhero_name} is a woman"
+
+
+EMPTY = {"sql": "SELECT superhero_name FROM superhero WHERE height_cm > 100000",
+         "operators": [{"op": "filter", "instruction": "{superhero_name} is a woman"}]}
+FULL = {"sql": "SELECT superhero_name FROM superhero WHERE height_cm > 900",
+        "operators": [{"op": "filter", "instruction": "{superhero_name} is a woman"}]}
+
+
+def test_plan_whose_sql_finds_nothing_is_repaired(superhero):
+    llm = ScriptedLLM(["yes", json.dumps(EMPTY), json.dumps(FULL)])
+    plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which giant heroes are women?")
+    assert plan.sql == FULL["sql"]
+    assert "returns no rows" in attempts[1]["error"] and "returns no rows" in llm.prompts[2][-1].content
+
+
+def test_plan_that_stays_empty_is_kept_rather_than_dropped(superhero):
+    llm = ScriptedLLM(["yes", json.dumps(EMPTY), "not a plan"])
+    plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which giant heroes are women?")
+    assert plan.sql == EMPTY["sql"] and attempts[-1]["empty_result"] is True
+
+
+def test_guessed_values_become_lm_filters_on_hybrid_plans(superhero):
+    guess = {"sql": "SELECT publisher_name FROM publisher WHERE publisher_name IN ('Lucasfilm', 'Rowling Books')",
+             "operators": [{"op": "count"}]}
+    llm = ScriptedLLM(["yes", json.dumps(guess), "{publisher_name} is named after a person"])
+    plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("How many publishers are named after a person?")
+    assert plan.sql == ("SELECT publisher_name FROM publisher "
+                        "WHERE LM_FILTER('{publisher_name} is named after a person', publisher_name)")
+    assert attempts[1]["guesses_to_lm_filter"][0].startswith("publisher_name IN ('Lucasfilm', 'Rowling Books') ->")
+    assert "publisher.publisher_name" in llm.prompts[2][-1].content  # the criterion call names the column
+
+
+@pytest.mark.parametrize("where, question", [
+    ("superhero_name = 'Batman'", "What is Batman's full name?"),  # named in the question and stored
+    ("superhero_name IN ('Batman', 'Superman')", "Who is heavier, Batman or Superman?"),
+    ("full_name = 'Bruce Wayne'", "Which hero is the best?"),  # one stored value: SQL can decide it
+])
+def test_values_the_question_or_data_supports_are_not_guesses(superhero, where, question):
+    from tagql.tag.plan import guessed_comparisons
+
+    assert guessed_comparisons(f"SELECT superhero_name FROM superhero WHERE {where}", superhero, question) == []
+
+
+def test_guessed_like_pattern_on_a_judged_column_is_dropped():
+    from tagql.tag.plan import relax_guessed_values
+
+    plan = Plan.from_obj({"sql": "SELECT element FROM atom WHERE element LIKE 'alkali%'",
+                          "operators": [{"op": "filter", "instruction": "{element} is an alkali metal"}]})
+    assert relax_guessed_values(plan) == ["element LIKE 'alkali%'"] and "LIKE" not in plan.sql
+
+
+def test_fallback_sql_of_a_hybrid_question_judges_instead_of_guessing(superhero, tmp_path):
+    sql = "SELECT publisher_name FROM publisher WHERE publisher_name IN ('Lucasfilm', 'Rowling Books')"
+    def reply(messages):
+        if "<statement>" in messages[-1].content:
+            return judge(messages)
+        return replies.pop(0)
+
+    replies = ["yes", "no plan", "still no plan", sql, "{publisher_name} is a person", '["George Lucas"]']
+    llm = ScriptedLLM(reply)
+    s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
+    a = answer(s, "Which publishers are people?", "tag")
+    assert a.plan["fallback"] == "text2sql_lm" and "LM_FILTER" in a.sql
+    assert a.plan["guesses_to_lm_filter"] and a.values == ["George Lucas"]
+    assert {r[0] for r in a.rows} == PEOPLE  # the filter judged every stored publisher

@@ -270,6 +270,40 @@ def repair_values(tree: exp.Expression, db: Database, *, max_lookups: int = 16, 
     return notes
 
 
+@dataclass
+class Comparison:
+    """A string comparison in a query: ``col = 'x'`` or ``col IN ('x', 'y')`` on a real table's column."""
+
+    node: exp.Expression  # the EQ / IN node
+    column: exp.Column
+    table: str  # the table that owns the column
+    values: list[str]
+    stored: list[bool]  # whether the column holds each value (up to case and surrounding spaces)
+
+
+def string_comparisons(tree: exp.Expression, db: Database, *, max_lookups: int = 16,
+                       timeout_s: float = 2.0) -> list[Comparison]:
+    """Every ``=``/``IN`` string comparison with a column, and whether the data holds its values."""
+    out: list[Comparison] = []
+    budget = [max_lookups]
+    for select in list(tree.find_all(exp.Select)):
+        sources = _sources(select, db.schema)
+        if not sources:
+            continue
+        for node in list(select.find_all(exp.EQ, exp.In)):
+            if node.find_ancestor(exp.Select) is not select:
+                continue
+            column, literals = _compared(node)
+            owner = _owner(column, sources) if column is not None else None
+            if owner is None or budget[0] <= 0:
+                continue
+            values = [lit.this for lit in literals]
+            stored = [_stored_spelling(db, owner.table.name, column.name, v, budget, timeout_s) is not None
+                      for v in values]
+            out.append(Comparison(node, column, owner.table.name, values, stored))
+    return out
+
+
 def _compared(node: exp.Expression) -> tuple[exp.Column | None, list[exp.Literal]]:
     """The column and the string constants of ``col = 'x'``, ``'x' = col`` or ``col IN ('x', 'y')``."""
     if isinstance(node, exp.In):

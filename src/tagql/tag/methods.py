@@ -30,7 +30,7 @@ from tagql.tag import tag_prompts
 from tagql.tag.answer import format_data_points, json_value, result_values
 from tagql.tag.cache import OpCache
 from tagql.tag.operators import SemEngine, SemTable
-from tagql.tag.plan import PlanError, Planner, run_plan
+from tagql.tag.plan import Plan, PlanError, Planner, run_plan
 
 METHODS = ("tag", "text2sql", "rag", "retrieval_rank", "text2sql_lm")
 
@@ -171,8 +171,15 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
             notes.append(f"no valid plan ({exc.one_line()}); answered with text2sql_lm")
             outcome = session.synthesizer.run(question)
             sql, result, attempts = outcome.sql, outcome.result, outcome.attempts
-            text, values = lm_answer(session, question, format_data_points(result, session.settings.answer))
             plan = {"fallback": "text2sql_lm", "error": exc.one_line()}
+            if planner.hybrid:  # the question needs the LM: its values are judged, not guessed, here too
+                fallback = Plan(sql)
+                converted = planner.guesses_to_filters(fallback, question)
+                if converted:
+                    run = run_plan(fallback, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
+                    sql, result = run.sql, run.result
+                    plan["guesses_to_lm_filter"] = converted
+            text, values = lm_answer(session, question, format_data_points(result, session.settings.answer))
         else:
             run = run_plan(p, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
             sql, result = run.sql, run.result

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tagql.db.connection import Database, Result
+from tagql.db.repair import Comparison, string_comparisons
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, TagqlError, UnsafeQuery
 from tagql.llm.base import LLM, Message, system, user
 from tagql.tag import tag_prompts as prompts
@@ -37,7 +38,7 @@ from tagql.tag.operators import (
     template_fields,
 )
 from tagql.tag.query import prepare_sql
-from tagql.tag.udf import execute_with_lm, register_lm_functions
+from tagql.tag.udf import execute_with_lm, register_lm_functions, uses_lm_functions
 
 LM_OPS = {"filter", "map", "extract", "topk", "agg"}
 REL_OPS = {"limit", "columns", "count", "distinct"}
@@ -106,8 +107,9 @@ def parse_plan(text: str) -> Plan:
 
 
 def relax_guessed_values(plan: Plan, dialect: str = "sqlite") -> list[str]:
-    """Drop ``col IN ('a', 'b', ...)`` WHERE conditions on a column an LM filter/topk judges: the model
-    guessed the values the operator is there to find (small models do this, often in the wrong case).
+    """Drop ``col IN ('a', 'b', ...)``, ``col = 'a'`` and ``col LIKE 'a%'`` conditions on a column an LM filter/topk
+    judges: the model guessed the values the operator is there to find (small models do this, often in
+    the wrong case, e.g. ``state = 'CA'`` where the column holds 'California').
     Returns the removed conditions (recorded in the plan)."""
     import sqlglot
     from sqlglot import exp
@@ -123,16 +125,63 @@ def relax_guessed_values(plan: Plan, dialect: str = "sqlite") -> list[str]:
     except Exception:  # noqa: BLE001 - validation reports parse errors
         return []
     removed = []
-    for node in list(tree.find_all(exp.In)):
-        col = node.this
-        values = node.expressions
-        if (isinstance(col, exp.Column) and col.name.lower() in judged and len(values) >= 2
+    for node in list(tree.find_all(exp.In, exp.EQ, exp.Like, exp.ILike)):
+        if isinstance(node, exp.In):
+            col, values = node.this, node.expressions
+        elif isinstance(node, (exp.Like, exp.ILike)):  # element LIKE 'alkali%'
+            col, values = node.this, [node.expression]
+        else:  # col = 'guess' (either side)
+            col, values = (node.this, [node.expression]) if isinstance(node.this, exp.Column) else (
+                node.expression, [node.this])
+        if (isinstance(col, exp.Column) and col.name.lower() in judged and values
                 and all(isinstance(v, exp.Literal) and v.is_string for v in values)):
             removed.append(node.sql(dialect=dialect))
             node.replace(exp.true())
     if removed:
         plan.sql = tree.sql(dialect=dialect)
     return removed
+
+
+def guessed_comparisons(sql: str, db: Database, question: str) -> list[Comparison]:
+    """String comparisons in a hybrid plan's SQL that guess what an LM should decide: a value the data
+    does not hold (``state = 'New England'``, ``state IN ('CA', 'ON')`` where the column holds full
+    names), or a list of two or more stored values none of which the question names (``element IN
+    ('Cl', 'Br', 'I')`` for "halogen atoms": the model's own, often incomplete, list). A single stored
+    value stays (``bond_type = '='`` for "double bonds"), as does any value the question names."""
+    import sqlglot
+
+    try:
+        tree = sqlglot.parse_one(sql, read=db.dialect)
+    except Exception:  # noqa: BLE001 - validation reports parse errors
+        return []
+    asked = question.lower()
+    return [c for c in string_comparisons(tree, db, max_lookups=64)
+            if not all(c.stored) or (len(c.values) >= 2 and not any(v.lower() in asked for v in c.values))]
+
+
+def normalize_instruction(instruction: str, columns: list[str]) -> str:
+    """Fix the column references small models get wrong, when the intent is unambiguous: a qualified
+    ``{T1.name}`` or ``{member.name}`` becomes ``{name}``; an instruction with no braces gets them around
+    the first column name it mentions as a word (``element is a halogen`` -> ``{element} is a halogen``),
+    or, over a one-column result, names that column (``{element}: is a halogen``)."""
+    try:
+        fields = template_fields(instruction)
+    except OperatorError:
+        return instruction
+    for name in fields:
+        if resolve_or_none(name, columns) is None and "." in name:
+            bare = name.rsplit(".", 1)[1]
+            if resolve_or_none(bare, columns) is not None:
+                instruction = instruction.replace("{" + name + "}", "{" + bare + "}")
+    if fields:
+        return instruction
+    for col in sorted(columns, key=len, reverse=True):
+        m = re.search(rf"(?<![\w{{]){re.escape(col)}(?![\w}}])", instruction, re.IGNORECASE)
+        if m:
+            return instruction[: m.start()] + "{" + col + "}" + instruction[m.end():]
+    if len(columns) == 1:
+        return f"{{{columns[0]}}}: {instruction}"
+    return instruction
 
 
 def validate_plan(plan: Plan, db: Database, engine: SemEngine) -> tuple[str, list[list[str]]]:
@@ -160,6 +209,8 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine) -> tuple[str, lis
             instr = op.get("instruction")
             if not isinstance(instr, str) or not instr.strip():
                 raise PlanError(f"{where}: needs an instruction")
+            if name != "agg":  # the plan shown is the plan that runs
+                instr = op["instruction"] = normalize_instruction(instr, cols)
             try:
                 refs = resolve_columns(instr, cols, op=name)
             except OperatorError as exc:
@@ -251,6 +302,7 @@ class Planner:
         self.engine = engine
         self.retries = retries
         self.max_tokens = max_tokens
+        self.hybrid = False  # what needs_operators said for the last question planned
 
     def messages(self, question: str) -> list[Message]:
         return [system(prompts.plan_system_prompt(self.db.name, self.db.schema.to_prompt())),
@@ -265,7 +317,7 @@ class Planner:
         return reply.text.strip().lower().startswith("yes")
 
     def make(self, question: str) -> tuple[Plan, list[dict[str, Any]]]:
-        hybrid = self.needs_operators(question)
+        hybrid = self.hybrid = self.needs_operators(question)
         messages = self.messages(question)
         schema = PLAN_SCHEMA
         if hybrid:
@@ -274,6 +326,7 @@ class Planner:
                 **PLAN_SCHEMA["properties"]["operators"], "minItems": 1}}}
         attempts: list[dict[str, Any]] = [{"needs_lm_operators": hybrid}]
         last: TagqlError | None = None
+        empty: Plan | None = None  # a valid plan whose SQL finds nothing: kept in case the repair fails
         for _ in range(self.retries + 1):
             reply = self.llm.complete(messages, max_tokens=self.max_tokens, json_schema=schema)
             try:
@@ -281,7 +334,16 @@ class Planner:
                 relaxed = relax_guessed_values(plan, self.db.dialect)
                 if relaxed:
                     attempts.append({"relaxed": relaxed})
-                validate_plan(plan, self.db, self.engine)
+                if hybrid:
+                    converted = self.guesses_to_filters(plan, question)
+                    if converted:
+                        attempts.append({"guesses_to_lm_filter": converted})
+                sql, _ = validate_plan(plan, self.db, self.engine)
+                if plan.operators and self._finds_nothing(sql):
+                    empty = empty or plan
+                    raise PlanError("the plan's SQL returns no rows, so its operators have nothing to work on",
+                                    "do not guess values in WHERE for what an operator decides: select that "
+                                    "column and let a filter judge it")
             except (LLMOutputError, PlanError) as exc:
                 attempts.append({"plan": reply.text.strip()[:2000], "error": exc.one_line()})
                 last = exc
@@ -290,5 +352,57 @@ class Planner:
                 continue
             attempts.append({"plan": plan.to_dict(), "error": None})
             return plan, attempts
+        if empty is not None:  # nothing better came back: an empty answer may be the right one
+            attempts.append({"plan": empty.to_dict(), "error": None, "empty_result": True})
+            return empty, attempts
         assert last is not None
         raise last
+
+    def guesses_to_filters(self, plan: Plan, question: str) -> list[str]:
+        """Replace the SQL's guessed comparisons (:func:`guessed_comparisons`) by ``LM_FILTER`` calls that
+        judge each distinct stored value: small models write the values they believe a category has, in
+        the world's spelling, instead of letting the LM judge the data. The statement each filter checks
+        comes from one short LM call (same system prefix as the plan). Returns ``old -> new`` notes."""
+        import sqlglot
+        from sqlglot import exp
+
+        guesses = guessed_comparisons(plan.sql, self.db, question)
+        if not guesses:
+            return []
+        tree = sqlglot.parse_one(plan.sql, read=self.db.dialect)
+        notes = []
+        for g in guesses:
+            node = next((n for n in tree.find_all(type(g.node)) if n == g.node), None)
+            if node is None:
+                continue
+            statement = self.criterion(question, g.column.name, g.table)
+            call = exp.Anonymous(this="LM_FILTER", expressions=[exp.Literal.string(statement), g.column.copy()])
+            notes.append(f"{node.sql(dialect=self.db.dialect)} -> {call.sql(dialect=self.db.dialect)}")
+            node.replace(call)
+        plan.sql = tree.sql(dialect=self.db.dialect)
+        return notes
+
+    def criterion(self, question: str, column: str, table: str) -> str:
+        """The question's condition on one value of ``table.column``, as a statement with ``{column}``."""
+        try:
+            r = self.db.execute(f'SELECT DISTINCT "{column}" FROM "{table}" WHERE "{column}" IS NOT NULL LIMIT 5')
+            examples = ", ".join(repr(v[0]) for v in r.rows)
+        except TagqlError:
+            examples = ""
+        msgs = [self.messages(question)[0], user(prompts.criterion_prompt(question, column, table, examples))]
+        head = "{" + column + "} "
+        grammar = f'root ::= "{head}" [^\n{{}}]+'
+        reply = self.llm.complete(msgs, max_tokens=32, grammar=grammar)
+        text = reply.text.strip()
+        if not text.startswith(head.strip()) or len(text) <= len(head):
+            text = head + "satisfies the condition of the question: " + question
+        return text.rstrip(" .")
+
+    def _finds_nothing(self, sql: str) -> bool:
+        """Does the plan's SQL return no rows? (Checked only when that costs no LM call.)"""
+        if uses_lm_functions(sql):
+            return False
+        try:
+            return not self.db.execute(f"SELECT 1 FROM ({sql}) AS plan_probe LIMIT 1").rows
+        except (InvalidQuery, UnsafeQuery, QueryFailed):
+            return False

@@ -57,6 +57,15 @@ HYBRID_HINT = (
 )
 
 
+def criterion_prompt(question: str, column: str, table: str, examples: str) -> str:
+    return (
+        f"Question: {question}\n"
+        f"The rows must be chosen by their {table}.{column} value (values look like: {examples}), using a "
+        "condition of the question that the database does not store, such as a region, a category or a "
+        f"property. Write that condition as a short statement about one value, starting with {{{column}}}."
+    )
+
+
 def plan_repair_prompt(error: str) -> str:
     return f"That plan is invalid: {error}\nWrite a corrected plan for the same question. JSON only."
 
