@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-type", type=int, default=None)
     ap.add_argument("--llm", default="local")
     ap.add_argument("--json", default=str(REPO / "bench" / "results" / "tag_accuracy.json"))
+    ap.add_argument("--op-cache", default="",
+                    help="operator cache directory (default: a fresh temporary one, so LM calls and latency are "
+                         "not flattered by an earlier run's cached judgements)")
     args = ap.parse_args(argv)
 
     import tagql
@@ -82,13 +85,18 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = load({int(x) for x in args.ids.split(",")} if args.ids else None, args.per_type)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    import tempfile
+
+    from tagql.config import load_settings
+
     llm = make_llm(backend=args.llm)
+    settings = load_settings(cache_dir=args.op_cache or tempfile.mkdtemp(prefix="tag_accuracy_"))
     sessions: dict[str, tagql.TagQL] = {}
     results = []
     for r in rows:
         db = r["DB used"]
         if db not in sessions:
-            sessions[db] = tagql.connect(BIRD / db / f"{db}.sqlite", llm=llm)
+            sessions[db] = tagql.connect(BIRD / db / f"{db}.sqlite", llm=llm, settings=settings)
         ref = json.loads(r["Answer"])
         for m in methods:
             t0 = time.perf_counter()

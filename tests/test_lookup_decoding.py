@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tagql.llm.lookup import find_draft, next_draft_length
+from tagql.llm.lookup import find_draft, looping, next_draft_length
 
 
 def draft_tokens(history, **kw) -> list[int]:
@@ -77,3 +77,34 @@ def test_lookup_decoding_matches_plain_greedy_on_the_real_model(demo_db_path) ->
     finally:
         llm.lookup_decoding = True
     assert llm.lookup.accepted > before  # the copied names were drafted and accepted
+
+
+@pytest.mark.parametrize(("tokens", "expected"), [
+    ([1, 2] * 16, True),  # 'Br', 'I', 'Br', 'I', ... over 32 tokens
+    ([9] * 32, True),
+    ([5, 6, 7] + [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] * 4, True),  # a 10-token clause repeated 4 times
+    ([1, 2] * 15, False),  # too short to call it a loop
+    (list(range(40)), False),
+    ([1, 2, 3] * 10 + [4, 5], False),  # the loop was left
+    (list(range(30)) * 2, False),  # a period longer than max_period (a long list written twice)
+])
+def test_looping_detects_a_repeated_block_at_the_end(tokens, expected) -> None:
+    assert looping(tokens) is expected
+
+
+def test_a_looping_generation_stops_early_on_the_real_model() -> None:
+    """Greedy decoding that falls into a loop stops after ~32 tokens, in both decoders and under a grammar."""
+    from tagql.config import load_settings
+    from tagql.llm import make_llm, user
+
+    llm = make_llm(load_settings(), backend="local")
+    messages = [user("Write the word ha 300 times, separated by spaces, and nothing else.")]
+    try:
+        for lookup in (True, False):
+            llm.lookup_decoding = lookup
+            reply = llm.complete(messages, max_tokens=200)
+            assert reply.text.lower().count("ha") >= 8 and reply.completion_tokens < 60
+        constrained = llm.complete(messages, max_tokens=200, grammar='root ::= ("ha" " ")+')
+        assert constrained.completion_tokens < 60
+    finally:
+        llm.lookup_decoding = True

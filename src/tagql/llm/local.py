@@ -21,7 +21,7 @@ from typing import Any
 
 from tagql.errors import LLMOutputError, LLMUnavailable
 from tagql.llm.base import Completion, Message, Usage
-from tagql.llm.lookup import LookupStats, greedy_generate
+from tagql.llm.lookup import LookupStats, greedy_generate, looping
 
 _MODELS: dict[tuple[str, int, int, int], Any] = {}
 _MODELS_LOCK = threading.Lock()
@@ -328,9 +328,13 @@ class LocalLLM:
             )
             self.lookup.add(stats)
             return text, n_out
+        from llama_cpp import StoppingCriteriaList
+
+        start = len(tokens)
         out = self._llama.create_completion(
             prompt=tokens, temperature=self.temperature, max_tokens=max_tokens,
             stop=stops, seed=self.seed, grammar=grammar,
+            stopping_criteria=StoppingCriteriaList([lambda ids, _logits: looping(ids[start:])]),
         )
         return out["choices"][0]["text"] or "", int(out.get("usage", {}).get("completion_tokens", 0))
 

@@ -77,6 +77,22 @@ def next_draft_length(current: int, drafted: int, accepted: int, max_draft: int)
     return max(1, current // 2)
 
 
+def looping(out: Any, *, max_period: int = 24, min_span: int = 32) -> bool:
+    """Is the generation stuck in a loop? True when its last tokens are one block of ``p <= max_period``
+    tokens repeated at least 4 times and over at least ``min_span`` tokens (``'Br', 'I', 'Br', 'I', ...``
+    in a guessed IN-list, ``AND z.state = 'CA' AND z.state = 'CA' ...``). Greedy decoding never leaves
+    such a loop on its own; under a JSON grammar each looping token costs ~4x a plain one."""
+    n = len(out)
+    for p in range(1, max_period + 1):
+        span = max(4 * p, min_span)
+        if span > n:
+            break
+        tail = list(out[n - span:])
+        if all(tail[i] == tail[i - p] for i in range(p, span)):
+            return True
+    return False
+
+
 def greedy_generate(
     llama: Any, prompt: list[int], *, max_tokens: int, stop: list[str], max_draft: int = 10, min_ngram: int = MIN_NGRAM,
     stats: LookupStats | None = None, adaptive: bool = True, first_draft: int = 4,
@@ -131,7 +147,7 @@ def greedy_generate(
 
     pending = argmax(-1)  # the next token: chosen, not yet in the KV cache
     draft_len = min(first_draft, max_draft) if adaptive else max_draft
-    while commit(pending) and not stopped() and llama.n_tokens + 2 < llama.n_ctx():
+    while commit(pending) and not stopped() and not looping(out) and llama.n_tokens + 2 < llama.n_ctx():
         room = min(draft_len, max_tokens - len(out), llama.n_ctx() - llama.n_tokens - 2)
         matched, draft = find_draft(history[:n_hist], max_draft=room, min_ngram=min_ngram) if room > 0 else (0, [])
         batch = [pending, *draft]
