@@ -3,6 +3,7 @@
     python bench/tag_accuracy.py                                 # all 40 questions x 5 methods (slow!)
     python bench/tag_accuracy.py --per-type 1 --methods tag,text2sql   # a small subset
     python bench/tag_accuracy.py --ids 0,10,20 --json bench/results/tag_accuracy.json
+    python bench/tag_accuracy.py --ids 10,11 --resume     # add questions to a stopped run's results
 
 Scoring (TAG-Bench style): match and comparison answers must equal the reference as a set of values,
 ranking answers as an ordered list; numbers compare numerically and strings case-insensitively, a row of
@@ -74,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-type", type=int, default=None)
     ap.add_argument("--llm", default="local")
     ap.add_argument("--json", default=str(REPO / "bench" / "results" / "tag_accuracy.json"))
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the results in the --json file's .partial.json and ask only what is missing")
     ap.add_argument("--op-cache", default="",
                     help="operator cache directory (default: a fresh temporary one, so LM calls and latency are "
                          "not flattered by an earlier run's cached judgements)")
@@ -92,13 +95,21 @@ def main(argv: list[str] | None = None) -> int:
     llm = make_llm(backend=args.llm)
     settings = load_settings(cache_dir=args.op_cache or tempfile.mkdtemp(prefix="tag_accuracy_"))
     sessions: dict[str, tagql.TagQL] = {}
-    results = []
+    results: list[dict] = []
+    partial = Path(args.json).with_suffix(".partial.json")
+    if args.resume and partial.exists():  # a stopped run's answers (same code, same settings)
+        results = json.loads(partial.read_text())
+        done = {int(x["Query ID"]) for x in rows}
+        rows += [r for r in load(None, None) if int(r["Query ID"]) in {x["id"] for x in results} - done]
+    asked = {(x["id"], x["method"]) for x in results}
     for r in rows:
         db = r["DB used"]
         if db not in sessions:
             sessions[db] = tagql.connect(BIRD / db / f"{db}.sqlite", llm=llm, settings=settings)
         ref = json.loads(r["Answer"])
         for m in methods:
+            if (int(r["Query ID"]), m) in asked:
+                continue
             t0 = time.perf_counter()
             try:
                 a = answer(sessions[db], r["Query"], m)

@@ -272,3 +272,12 @@ def test_fallback_sql_of_a_hybrid_question_judges_instead_of_guessing(superhero,
     assert a.plan["fallback"] == "text2sql_lm" and "LM_FILTER" in a.sql
     assert a.plan["guesses_to_lm_filter"] and a.values == ["George Lucas"]
     assert {r[0] for r in a.rows} == PEOPLE  # the filter judged every stored publisher
+
+
+def test_double_quoted_guesses_are_read_as_sqlite_reads_them(superhero):
+    """SQLite reads "Lucasfilm" as a string when no column has that name; so does the guess detection."""
+    guess = {"sql": 'SELECT publisher_name FROM publisher WHERE publisher_name IN ("Lucasfilm", "Rowling Books")',
+             "operators": [{"op": "count"}]}
+    llm = ScriptedLLM(["yes", json.dumps(guess), "{publisher_name} is named after a person"])
+    plan, _ = Planner(superhero, llm, SemEngine(llm)).make("How many publishers are named after a person?")
+    assert "LM_FILTER('{publisher_name} is named after a person', publisher_name)" in plan.sql

@@ -26,6 +26,7 @@ from typing import Any
 
 from tagql.db.connection import Database, Result
 from tagql.db.repair import Comparison, string_comparisons
+from tagql.db.safety import fix_sqlite_double_quoted_strings
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, TagqlError, UnsafeQuery
 from tagql.llm.base import LLM, Message, system, user
 from tagql.tag import tag_prompts as prompts
@@ -106,12 +107,22 @@ def parse_plan(text: str) -> Plan:
     return Plan.from_obj(obj)
 
 
-def relax_guessed_values(plan: Plan, dialect: str = "sqlite") -> list[str]:
+def _parse(sql: str, db: Database | None, dialect: str) -> Any:
+    """The SQL's syntax tree as the database reads it (SQLite's ``"Food"`` is the string 'Food'), or None."""
+    import sqlglot
+
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except Exception:  # noqa: BLE001 - validation reports parse errors
+        return None
+    return fix_sqlite_double_quoted_strings(tree, db.schema) if db is not None else tree
+
+
+def relax_guessed_values(plan: Plan, dialect: str = "sqlite", db: Database | None = None) -> list[str]:
     """Drop ``col IN ('a', 'b', ...)``, ``col = 'a'`` and ``col LIKE 'a%'`` conditions on a column an LM filter/topk
     judges: the model guessed the values the operator is there to find (small models do this, often in
     the wrong case, e.g. ``state = 'CA'`` where the column holds 'California').
     Returns the removed conditions (recorded in the plan)."""
-    import sqlglot
     from sqlglot import exp
 
     judged = set()
@@ -120,9 +131,8 @@ def relax_guessed_values(plan: Plan, dialect: str = "sqlite") -> list[str]:
             judged |= {f.split(":")[0].lower() for f in template_fields(op["instruction"])}
     if not judged:
         return []
-    try:
-        tree = sqlglot.parse_one(plan.sql, read=dialect)
-    except Exception:  # noqa: BLE001 - validation reports parse errors
+    tree = _parse(plan.sql, db, dialect)
+    if tree is None:
         return []
     removed = []
     for node in list(tree.find_all(exp.In, exp.EQ, exp.Like, exp.ILike)):
@@ -148,11 +158,8 @@ def guessed_comparisons(sql: str, db: Database, question: str) -> list[Compariso
     names), or a list of two or more stored values none of which the question names (``element IN
     ('Cl', 'Br', 'I')`` for "halogen atoms": the model's own, often incomplete, list). A single stored
     value stays (``bond_type = '='`` for "double bonds"), as does any value the question names."""
-    import sqlglot
-
-    try:
-        tree = sqlglot.parse_one(sql, read=db.dialect)
-    except Exception:  # noqa: BLE001 - validation reports parse errors
+    tree = _parse(sql, db, db.dialect)
+    if tree is None:
         return []
     asked = question.lower()
     return [c for c in string_comparisons(tree, db, max_lookups=64)
@@ -331,7 +338,7 @@ class Planner:
             reply = self.llm.complete(messages, max_tokens=self.max_tokens, json_schema=schema)
             try:
                 plan = parse_plan(reply.text)
-                relaxed = relax_guessed_values(plan, self.db.dialect)
+                relaxed = relax_guessed_values(plan, self.db.dialect, self.db)
                 if relaxed:
                     attempts.append({"relaxed": relaxed})
                 if hybrid:
@@ -363,13 +370,12 @@ class Planner:
         judge each distinct stored value: small models write the values they believe a category has, in
         the world's spelling, instead of letting the LM judge the data. The statement each filter checks
         comes from one short LM call (same system prefix as the plan). Returns ``old -> new`` notes."""
-        import sqlglot
         from sqlglot import exp
 
         guesses = guessed_comparisons(plan.sql, self.db, question)
         if not guesses:
             return []
-        tree = sqlglot.parse_one(plan.sql, read=self.db.dialect)
+        tree = _parse(plan.sql, self.db, self.db.dialect)
         notes = []
         for g in guesses:
             node = next((n for n in tree.find_all(type(g.node)) if n == g.node), None)
