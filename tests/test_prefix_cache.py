@@ -92,3 +92,18 @@ def test_a_prefix_that_cannot_be_reloaded_is_evaluated_again(monkeypatch) -> Non
     misses = llm._prefixes.misses
     assert llm.complete(_messages("bonds", question), max_tokens=40).text == expected
     assert len(failures) == 1 and llm._prefixes.misses == misses + 1  # cleared, then evaluated anew
+
+
+def test_reloading_a_spilled_prefix_never_evicts_that_prefix_first() -> None:
+    """With more prefixes than ``max_states``, making room for a reload spills the hot ones; the RAM
+    eviction that follows must drop another prefix, not the one being reloaded (it was a KeyError)."""
+    from tagql.llm.local import _PrefixStates
+
+    llm = _llm()
+    question = "How many rows are there?"
+    expected = {n: _from_scratch(llm, _messages(n, question)) for n in SCHEMAS}
+    llm._prefixes.clear(llm._llama)
+    llm._prefixes = _PrefixStates(max_states=2, hot=2)
+    for name in ["heroes", "clubs", "bonds", "heroes", "clubs", "bonds", "heroes"]:
+        assert llm.complete(_messages(name, question), max_tokens=40).text == expected[name]
+    assert len(llm._prefixes._slots) + len(llm._prefixes._cold) <= 3

@@ -139,6 +139,7 @@ class _PrefixStates:
         self.hot = hot
         self._slots: OrderedDict[tuple[int, ...], int] = OrderedDict()  # hot: prefix -> sequence id
         self._cold: OrderedDict[tuple[int, ...], bytes] = OrderedDict()  # spilled: prefix -> sequence state
+        self._pinned: tuple[int, ...] | None = None  # a spilled prefix being reloaded: never evicted
         self.hits = 0
         self.misses = 0
 
@@ -158,8 +159,12 @@ class _PrefixStates:
         if key in self._slots or key in self._cold:
             self.hits += 1
             if key not in self._slots:
-                self._pack_before(llama, key)
-                self._reload(llama, key)
+                self._pinned = key  # the spills below must evict other prefixes from RAM, not this one
+                try:
+                    self._pack_before(llama, key)
+                    self._reload(llama, key)
+                finally:
+                    self._pinned = None
             slot = self._slots[key]
             _seq_rm(ctx, 0, -1, -1)
             ctx.kv_cache_seq_cp(slot, 0, 0, len(prefix))
@@ -202,7 +207,10 @@ class _PrefixStates:
         if n > 0:
             self._cold[key] = bytes(buf)[:n]
         while len(self._cold) + len(self._slots) > self.max_states:
-            self._cold.popitem(last=False)
+            victim = next((k for k in self._cold if k != self._pinned), None)
+            if victim is None:
+                break
+            del self._cold[victim]
 
     def _reload(self, llama: Any, key: tuple[int, ...]) -> None:
         """Copy a spilled prefix back into a free sequence."""
