@@ -281,3 +281,25 @@ def test_double_quoted_guesses_are_read_as_sqlite_reads_them(superhero):
     llm = ScriptedLLM(["yes", json.dumps(guess), "{publisher_name} is named after a person"])
     plan, _ = Planner(superhero, llm, SemEngine(llm)).make("How many publishers are named after a person?")
     assert "LM_FILTER('{publisher_name} is named after a person', publisher_name)" in plan.sql
+
+
+def test_guesses_are_read_after_validation_adds_a_missing_join(shared_data):
+    """``budget.category`` without ``budget`` in FROM has no owner until the join repair adds it."""
+    db = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    guess = {"sql": "SELECT COUNT(*) FROM expense WHERE budget.category IN ('Food', 'Drinks')",
+             "operators": [{"op": "count"}]}
+    llm = ScriptedLLM(["yes", json.dumps(guess), "{category} is food or drink"])
+    plan, attempts = Planner(db, llm, SemEngine(llm)).make("How many expense records were spent on food or drinks?")
+    assert "JOIN budget" in plan.sql and "LM_FILTER('{category} is food or drink'" in plan.sql
+    assert any("guesses_to_lm_filter" in a for a in attempts)
+
+
+def test_value_question_with_a_trailing_agg_answers_with_the_values(superhero, tmp_path):
+    plan = {"sql": "SELECT COUNT(*) FROM superhero WHERE height_cm > 900",
+            "operators": [{"op": "agg", "instruction": "Summarize the count"}]}
+    llm = ScriptedLLM(["no", json.dumps(plan)])
+    s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
+    a = answer(s, "How many heroes are taller than 9 m?", "tag")
+    gold = superhero.execute("SELECT COUNT(*) FROM superhero WHERE height_cm > 900").rows[0][0]
+    assert a.values == [gold] and a.plan["operators"] == []
+    assert any("dropped" in x for x in a.plan["attempts"]) and llm.usage.calls == 2  # no summary call

@@ -181,6 +181,10 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                     plan["guesses_to_lm_filter"] = converted
             text, values = lm_answer(session, question, format_data_points(result, session.settings.answer))
         else:
+            if p.operators and str(p.operators[-1].get("op", "")).lower() == "agg" and not is_aggregation(question):
+                # a list/count question answers with values: a summary of them would hide them in prose
+                p.operators.pop()
+                plan_attempts.append({"dropped": "agg (the question asks for values, not a summary)"})
             run = run_plan(p, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
             sql, result = run.sql, run.result
             plan = {**p.to_dict(), "relational": p.relational, "trace": run.trace, "attempts": plan_attempts}

@@ -341,11 +341,14 @@ class Planner:
                 relaxed = relax_guessed_values(plan, self.db.dialect, self.db)
                 if relaxed:
                     attempts.append({"relaxed": relaxed})
+                # validation first: it adds missing joins and respells constants, so the guesses are
+                # read in the SQL that runs (``expense`` + ``budget.category`` only has an owner after it)
+                sql, _ = validate_plan(plan, self.db, self.engine)
                 if hybrid:
                     converted = self.guesses_to_filters(plan, question)
                     if converted:
                         attempts.append({"guesses_to_lm_filter": converted})
-                sql, _ = validate_plan(plan, self.db, self.engine)
+                        sql, _ = validate_plan(plan, self.db, self.engine)
                 if plan.operators and self._finds_nothing(sql):
                     empty = empty or plan
                     raise PlanError("the plan's SQL returns no rows, so its operators have nothing to work on",
