@@ -8,7 +8,9 @@ value, against the hand labels of `bench/tag_devset.py` (the same labels the dev
 Variants:
 * ``statement``: :meth:`SemEngine.judge_many`, one grammar-constrained call per value (the default);
 * ``batch8``: the same with ``batch_size=8`` (8 numbered statements per call);
-* ``column``: one call per value, the prompt shows the column and the raw value next to the claim.
+* ``column``: one call per value, the prompt shows the column and the raw value next to the claim;
+* ``negation``: the default judge on the claim and on "It is not true that <claim>"; a value passes when
+  the first is yes and the second no (2 calls per value; small models say yes too easily).
 
     python bench/tag_judge.py                 # all criteria, all variants
     python bench/tag_judge.py --variants statement,column
@@ -49,7 +51,7 @@ CRITERIA = [  # (db, SQL for the distinct values, column, instruction, the value
     ("student_club", "SELECT DISTINCT major_name FROM major", "major_name",
      "{major_name} is a foreign language", devset.LANGUAGE_MAJORS),
 ]
-VARIANTS = ("statement", "batch8", "column")
+VARIANTS = ("statement", "batch8", "column", "negation")
 
 
 def column_judge(llm, instruction: str, column: str, values: list[str]) -> list[bool]:
@@ -67,6 +69,34 @@ def column_judge(llm, instruction: str, column: str, values: list[str]) -> list[
     return out
 
 
+def score(said: list[bool], gold: list[bool]) -> dict:
+    """Accuracy alone flatters a judge that says no to everything (most values are negatives): F1 too."""
+    tp = sum(s and g for s, g in zip(said, gold))
+    precision = tp / sum(said) if sum(said) else 0.0
+    recall = tp / sum(gold) if sum(gold) else 0.0
+    return {"true": sum(gold), "said_yes": sum(said), "tp": tp,
+            "accuracy": round(sum(s == g for s, g in zip(said, gold)) / len(gold), 3),
+            "precision": round(precision, 3), "recall": round(recall, 3),
+            "f1": round(2 * precision * recall / (precision + recall), 3) if tp else 0.0}
+
+
+def summarize(records: list[dict], variants: list[str]) -> dict:
+    summary = {}
+    print(f"\n{'variant':<10} {'accuracy':>8} {'F1':>6} {'exact sets':>10} {'calls':>6} {'seconds':>8}")
+    for variant in variants:
+        mine = [r for r in records if r["variant"] == variant]
+        summary[variant] = {
+            "mean_accuracy": round(sum(r["accuracy"] for r in mine) / len(mine), 3),
+            "mean_f1": round(sum(r["f1"] for r in mine) / len(mine), 3),
+            "exact_sets": sum(r["tp"] == r["true"] == r["said_yes"] for r in mine),
+            "calls": sum(r["calls"] for r in mine), "seconds": round(sum(r["seconds"] for r in mine), 1),
+        }
+        s = summary[variant]
+        print(f"{variant:<10} {s['mean_accuracy']:>8.3f} {s['mean_f1']:>6.3f} {s['exact_sets']:>7}/{len(mine):<2} "
+              f"{s['calls']:>6} {s['seconds']:>8}")
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", default=",".join(VARIANTS))
@@ -79,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     from tagql.tag.operators import SemEngine, fill
 
     llm = make_llm(backend="local")
-    records, summary = [], {}
+    records: list[dict] = []
     for db, sql, column, instruction, truth in CRITERIA:
         values = [r[0] for r in devset.q(db, sql)]
         gold = [v.lower() in {t.lower() for t in truth} for v in values]
@@ -87,31 +117,23 @@ def main(argv: list[str] | None = None) -> int:
             calls0, t0 = llm.usage.calls, time.perf_counter()
             if variant == "column":
                 said = column_judge(llm, instruction, column, values)
+            elif variant == "negation":
+                eng = SemEngine(llm, cache=OpCache(None), max_calls=10_000)
+                claims = [fill(instruction, {column: v}) for v in values]
+                plain = eng.judge_many(instruction, claims)
+                negated = eng.judge_many("It is not true that " + instruction, ["It is not true that " + c for c in claims])
+                said = [a and not b for a, b in zip(plain, negated)]
             else:
-                eng = SemEngine(llm, cache=OpCache(None), batch_size=8 if variant == "batch8" else 1)
+                eng = SemEngine(llm, cache=OpCache(None), batch_size=8 if variant == "batch8" else 1, max_calls=10_000)
                 said = eng.judge_many(instruction, [fill(instruction, {column: v}) for v in values])
-            tp = sum(s and g for s, g in zip(said, gold))
-            rec = {"criterion": instruction, "variant": variant, "values": len(values), "true": sum(gold),
-                   "said_yes": sum(said), "tp": tp, "accuracy": round(sum(s == g for s, g in zip(said, gold)) / len(values), 3),
-                   "precision": round(tp / sum(said), 3) if sum(said) else None,
-                   "recall": round(tp / sum(gold), 3) if sum(gold) else None,
+            rec = {"criterion": instruction, "variant": variant, "values": len(values), **score(said, gold),
                    "calls": llm.usage.calls - calls0, "seconds": round(time.perf_counter() - t0, 1),
                    "yes": [v for v, s in zip(values, said) if s]}
             records.append(rec)
             print(f"{instruction[:48]:<48} {variant:<10} acc {rec['accuracy']:.2f} P {rec['precision']} "
                   f"R {rec['recall']} yes {rec['said_yes']}/{len(values)} (true {rec['true']}) "
                   f"{rec['calls']} calls {rec['seconds']} s", flush=True)
-    print(f"\n{'variant':<10} {'accuracy':>8} {'exact sets':>10} {'calls':>6} {'seconds':>8}")
-    for variant in variants:
-        mine = [r for r in records if r["variant"] == variant]
-        summary[variant] = {
-            "mean_accuracy": round(sum(r["accuracy"] for r in mine) / len(mine), 3),
-            "exact_sets": sum(r["tp"] == r["true"] == r["said_yes"] for r in mine),
-            "calls": sum(r["calls"] for r in mine), "seconds": round(sum(r["seconds"] for r in mine), 1),
-        }
-        s = summary[variant]
-        print(f"{variant:<10} {s['mean_accuracy']:>8.3f} {s['exact_sets']:>7}/{len(mine):<2} {s['calls']:>6} "
-              f"{s['seconds']:>8}")
+    summary = summarize(records, variants)
     Path(args.json).write_text(json.dumps({"command": "python bench/tag_judge.py " + " ".join(argv or sys.argv[1:]),
                                            "summary": summary, "records": records}, indent=1))
     print(f"wrote {args.json}")
