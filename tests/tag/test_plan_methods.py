@@ -303,3 +303,23 @@ def test_value_question_with_a_trailing_agg_answers_with_the_values(superhero, t
     gold = superhero.execute("SELECT COUNT(*) FROM superhero WHERE height_cm > 900").rows[0][0]
     assert a.values == [gold] and a.plan["operators"] == []
     assert any("dropped" in x for x in a.plan["attempts"]) and llm.usage.calls == 2  # no summary call
+
+
+def test_an_operator_over_an_identifier_column_is_refused_before_it_runs(shared_data):
+    db = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+    bad = {"sql": "SELECT atom_id2 FROM connected", "operators": [
+        {"op": "filter", "instruction": "{atom_id2} is a unique identifier for atoms in a molecule"}]}
+    good = {"sql": "SELECT element FROM atom", "operators": [{"op": "filter", "instruction": "{element} is a halogen"}]}
+    llm = ScriptedLLM(["yes", json.dumps(bad), json.dumps(good)])
+    plan, attempts = Planner(db, llm, SemEngine(llm)).make("How many atoms are halogens?")
+    assert plan.sql == good["sql"] and "identifier column" in attempts[1]["error"]
+    assert llm.usage.calls == 3  # refused by validation: not one judgement over the 24,758 ids
+
+
+@pytest.mark.parametrize("name, is_id", [("atom_id2", True), ("molecule_id", True), ("element", False),
+                                         ("label", False)])
+def test_identifier_columns_are_keys_named_like_ids(shared_data, name, is_id):
+    from tagql.tag.plan import identifier_columns
+
+    db = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+    assert (name in identifier_columns(db)) is is_id

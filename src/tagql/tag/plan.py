@@ -191,6 +191,19 @@ def normalize_instruction(instruction: str, columns: list[str]) -> str:
     return instruction
 
 
+_ID_NAME = re.compile(r"(^|_)id\d*$|[a-z]Id\d*$|ID\d*$")
+
+
+def identifier_columns(db: Database) -> set[str]:
+    """Names (lower case) of key columns that hold identifiers (``atom_id2``, ``member_id``): an LM cannot
+    judge what an opaque id means, and a filter over one costs a call per row (it hit the call cap)."""
+    names = set()
+    for t in db.schema.tables:
+        keys = {c.name for c in t.columns if c.primary_key} | {c for fk in t.foreign_keys for c in fk.columns}
+        names |= {k.lower() for k in keys if _ID_NAME.search(k)}
+    return names
+
+
 def validate_plan(plan: Plan, db: Database, engine: SemEngine) -> tuple[str, list[list[str]]]:
     """Check everything before running: returns (prepared SQL, the columns before each operator)."""
     register_lm_functions(db, engine)
@@ -225,6 +238,10 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine) -> tuple[str, lis
             if not refs and name != "agg":
                 raise PlanError(f"{where}: the instruction must reference a column in braces",
                                 f"e.g. {{{cols[0] if cols else 'Column'}}}")
+            ids = [f for f in refs if name != "agg" and f.split(":")[0].lower() in identifier_columns(db)]
+            if ids:
+                raise PlanError(f"{where}: {{{ids[0]}}} is an identifier column, which a language model cannot judge",
+                                "judge a descriptive column (a name, a type, a text), or compare ids in SQL")
         if name == "topk" and not (isinstance(op.get("k"), int) and op["k"] >= 1):
             raise PlanError(f"{where}: needs k >= 1")
         if name == "limit" and not (isinstance(op.get("n"), int) and op["n"] >= 0):
