@@ -243,6 +243,7 @@ def test_guessed_values_become_lm_filters_on_hybrid_plans(superhero):
     ("superhero_name = 'Batman'", "What is Batman's full name?"),  # named in the question and stored
     ("superhero_name IN ('Batman', 'Superman')", "Who is heavier, Batman or Superman?"),
     ("full_name = 'Bruce Wayne'", "Which hero is the best?"),  # one stored value: SQL can decide it
+    ("publisher_id = 'unknown'", "Which heroes are from an unknown publisher?"),  # an id: not for the LM
 ])
 def test_values_the_question_or_data_supports_are_not_guesses(superhero, where, question):
     from tagql.tag.plan import guessed_comparisons

@@ -157,13 +157,15 @@ def guessed_comparisons(sql: str, db: Database, question: str) -> list[Compariso
     does not hold (``state = 'New England'``, ``state IN ('CA', 'ON')`` where the column holds full
     names), or a list of two or more stored values none of which the question names (``element IN
     ('Cl', 'Br', 'I')`` for "halogen atoms": the model's own, often incomplete, list). A single stored
-    value stays (``bond_type = '='`` for "double bonds"), as does any value the question names."""
+    value stays (``bond_type = '='`` for "double bonds"), as does any value the question names, and any
+    comparison on an identifier column."""
     tree = _parse(sql, db, db.dialect)
     if tree is None:
         return []
     asked = question.lower()
-    return [c for c in string_comparisons(tree, db, max_lookups=64)
-            if not all(c.stored) or (len(c.values) >= 2 and not any(v.lower() in asked for v in c.values))]
+    ids = identifier_columns(db)  # an LM cannot judge ids: a wrong id stays for validation and the answer
+    return [c for c in string_comparisons(tree, db, max_lookups=64) if c.column.name.lower() not in ids
+            and (not all(c.stored) or (len(c.values) >= 2 and not any(v.lower() in asked for v in c.values)))]
 
 
 def normalize_instruction(instruction: str, columns: list[str]) -> str:
