@@ -24,6 +24,7 @@ otherwise be rejected, and every repair is reported as a note, so a user sees wh
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -244,30 +245,35 @@ def repair_values(tree: exp.Expression, db: Database, *, max_lookups: int = 16, 
     """Respell string constants compared with a column (``=``, ``<>``, ``IN``) to the one stored value
     they match up to case and spaces; return one note per change. Each constant costs one indexed-or-
     scanned lookup under ``timeout_s``; lookups that fail or time out change nothing."""
-    schema = db.schema
     notes: list[str] = []
     budget = [max_lookups]
+    for _node, column, owner, literals in _column_comparisons(tree, db.schema, (exp.EQ, exp.NEQ, exp.In)):
+        for lit in literals:
+            if budget[0] <= 0:
+                return notes
+            stored = _stored_spelling(db, owner.table.name, column.name, lit.this, budget, timeout_s)
+            if stored is not None and stored != lit.this:
+                lit.replace(exp.Literal.string(stored))
+                notes.append(f"'{lit.this}' -> '{stored}' ({owner.table.name}.{column.name})")
+    return notes
+
+
+def _column_comparisons(
+    tree: exp.Expression, schema: Schema, kinds: tuple[type[exp.Expression], ...],
+) -> Iterator[tuple[exp.Expression, exp.Column, _Source, list[exp.Literal]]]:
+    """Each SELECT's own string comparisons of the given ``kinds`` (:func:`compared_strings`) whose
+    column belongs to exactly one of its tables: (node, column, that table, the string constants)."""
     for select in list(tree.find_all(exp.Select)):
         sources = _sources(select, schema)
         if not sources:
             continue
-        for node in list(select.find_all(exp.EQ, exp.NEQ, exp.In)):
+        for node in list(select.find_all(*kinds)):
             if node.find_ancestor(exp.Select) is not select:
                 continue
-            column, literals = _compared(node)
-            if column is None:
-                continue
-            owner = _owner(column, sources)
-            if owner is None:
-                continue
-            for lit in literals:
-                if budget[0] <= 0:
-                    return notes
-                stored = _stored_spelling(db, owner.table.name, column.name, lit.this, budget, timeout_s)
-                if stored is not None and stored != lit.this:
-                    lit.replace(exp.Literal.string(stored))
-                    notes.append(f"'{lit.this}' -> '{stored}' ({owner.table.name}.{column.name})")
-    return notes
+            column, literals = compared_strings(node)
+            owner = _owner(column, sources) if column is not None else None
+            if owner is not None:
+                yield node, column, owner, literals
 
 
 @dataclass
@@ -286,30 +292,27 @@ def string_comparisons(tree: exp.Expression, db: Database, *, max_lookups: int =
     """Every ``=``/``IN`` string comparison with a column, and whether the data holds its values."""
     out: list[Comparison] = []
     budget = [max_lookups]
-    for select in list(tree.find_all(exp.Select)):
-        sources = _sources(select, db.schema)
-        if not sources:
-            continue
-        for node in list(select.find_all(exp.EQ, exp.In)):
-            if node.find_ancestor(exp.Select) is not select:
-                continue
-            column, literals = _compared(node)
-            owner = _owner(column, sources) if column is not None else None
-            if owner is None or budget[0] <= 0:
-                continue
-            values = [lit.this for lit in literals]
-            stored = [_stored_spelling(db, owner.table.name, column.name, v, budget, timeout_s) is not None
-                      for v in values]
-            out.append(Comparison(node, column, owner.table.name, values, stored))
+    for node, column, owner, literals in _column_comparisons(tree, db.schema, (exp.EQ, exp.In)):
+        if budget[0] <= 0:
+            break
+        values = [lit.this for lit in literals]
+        stored = [_stored_spelling(db, owner.table.name, column.name, v, budget, timeout_s) is not None
+                  for v in values]
+        out.append(Comparison(node, column, owner.table.name, values, stored))
     return out
 
 
-def _compared(node: exp.Expression) -> tuple[exp.Column | None, list[exp.Literal]]:
-    """The column and the string constants of ``col = 'x'``, ``'x' = col`` or ``col IN ('x', 'y')``."""
+def compared_strings(node: exp.Expression) -> tuple[exp.Column | None, list[exp.Literal]]:
+    """The column and the string constants of ``col = 'x'``, ``'x' = col``, ``col IN ('x', 'y')`` or
+    ``col LIKE 'x%'``; ``(None, [])`` for anything else."""
     if isinstance(node, exp.In):
         values = node.expressions
         if isinstance(node.this, exp.Column) and values and all(_is_string(v) for v in values):
             return node.this, list(values)
+        return None, []
+    if isinstance(node, (exp.Like, exp.ILike)):
+        if isinstance(node.this, exp.Column) and _is_string(node.expression):
+            return node.this, [node.expression]
         return None, []
     left, right = node.this, node.expression
     if isinstance(left, exp.Column) and _is_string(right):

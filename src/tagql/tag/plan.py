@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tagql.db.connection import Database, Result
-from tagql.db.repair import Comparison, string_comparisons
+from tagql.db.repair import Comparison, compared_strings, string_comparisons
 from tagql.db.safety import fix_sqlite_double_quoted_strings
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, TagqlError, UnsafeQuery
 from tagql.llm.base import LLM, Message, system, user
@@ -136,15 +136,8 @@ def relax_guessed_values(plan: Plan, dialect: str = "sqlite", db: Database | Non
         return []
     removed = []
     for node in list(tree.find_all(exp.In, exp.EQ, exp.Like, exp.ILike)):
-        if isinstance(node, exp.In):
-            col, values = node.this, node.expressions
-        elif isinstance(node, (exp.Like, exp.ILike)):  # element LIKE 'alkali%'
-            col, values = node.this, [node.expression]
-        else:  # col = 'guess' (either side)
-            col, values = (node.this, [node.expression]) if isinstance(node.this, exp.Column) else (
-                node.expression, [node.this])
-        if (isinstance(col, exp.Column) and col.name.lower() in judged and values
-                and all(isinstance(v, exp.Literal) and v.is_string for v in values)):
+        col, _ = compared_strings(node)  # element IN ('Na', 'K'), state = 'CA', element LIKE 'alkali%'
+        if col is not None and col.name.lower() in judged:
             removed.append(node.sql(dialect=dialect))
             node.replace(exp.true())
     if removed:
@@ -153,15 +146,18 @@ def relax_guessed_values(plan: Plan, dialect: str = "sqlite", db: Database | Non
 
 
 def guessed_comparisons(sql: str, db: Database, question: str) -> list[Comparison]:
+    """:func:`_guesses` in ``sql``."""
+    tree = _parse(sql, db, db.dialect)
+    return [] if tree is None else _guesses(tree, db, question)
+
+
+def _guesses(tree: Any, db: Database, question: str) -> list[Comparison]:
     """String comparisons in a hybrid plan's SQL that guess what an LM should decide: a value the data
     does not hold (``state = 'New England'``, ``state IN ('CA', 'ON')`` where the column holds full
     names), or a list of two or more stored values none of which the question names (``element IN
     ('Cl', 'Br', 'I')`` for "halogen atoms": the model's own, often incomplete, list). A single stored
     value stays (``bond_type = '='`` for "double bonds"), as does any value the question names, and any
     comparison on an identifier column."""
-    tree = _parse(sql, db, db.dialect)
-    if tree is None:
-        return []
     asked = question.lower()
     ids = identifier_columns(db)  # an LM cannot judge ids: a wrong id stays for validation and the answer
     return [c for c in string_comparisons(tree, db, max_lookups=64) if c.column.name.lower() not in ids
@@ -218,6 +214,7 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine) -> tuple[str, lis
     except (InvalidQuery, UnsafeQuery, QueryFailed) as exc:
         raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}") from exc
     cols = list(probe.columns)
+    ids = identifier_columns(db)
     seen: list[list[str]] = []
     for i, op in enumerate(plan.operators):
         seen.append(list(cols))
@@ -240,9 +237,9 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine) -> tuple[str, lis
             if not refs and name != "agg":
                 raise PlanError(f"{where}: the instruction must reference a column in braces",
                                 f"e.g. {{{cols[0] if cols else 'Column'}}}")
-            ids = [f for f in refs if name != "agg" and f.split(":")[0].lower() in identifier_columns(db)]
-            if ids:
-                raise PlanError(f"{where}: {{{ids[0]}}} is an identifier column, which a language model cannot judge",
+            judged_ids = [f for f in refs if name != "agg" and f.split(":")[0].lower() in ids]
+            if judged_ids:
+                raise PlanError(f"{where}: {{{judged_ids[0]}}} is an identifier column, which a language model cannot judge",
                                 "judge a descriptive column (a name, a type, a text), or compare ids in SQL")
         if name == "topk" and not (isinstance(op.get("k"), int) and op["k"] >= 1):
             raise PlanError(f"{where}: needs k >= 1")
@@ -394,15 +391,13 @@ class Planner:
         comes from one short LM call (same system prefix as the plan). Returns ``old -> new`` notes."""
         from sqlglot import exp
 
-        guesses = guessed_comparisons(plan.sql, self.db, question)
+        tree = _parse(plan.sql, self.db, self.db.dialect)
+        guesses = _guesses(tree, self.db, question) if tree is not None else []
         if not guesses:
             return []
-        tree = _parse(plan.sql, self.db, self.db.dialect)
         notes = []
         for g in guesses:
-            node = next((n for n in tree.find_all(type(g.node)) if n == g.node), None)
-            if node is None:
-                continue
+            node = g.node
             statement = self.criterion(question, g.column.name, g.table)
             call = exp.Anonymous(this="LM_FILTER", expressions=[exp.Literal.string(statement), g.column.copy()])
             notes.append(f"{node.sql(dialect=self.db.dialect)} -> {call.sql(dialect=self.db.dialect)}")
