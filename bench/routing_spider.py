@@ -72,6 +72,8 @@ def main() -> None:
                     help="with --rebuild: fine-tune the encoder on Spider-Syn train pairs in the build")
     ft.add_argument("--no-finetune", dest="finetune", action="store_false")
     ap.add_argument("--latency-questions", type=int, default=100, help="questions routed one at a time for p50/p95")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a query-time setting of the 'ours' router (e.g. wordnet_senses=0), no rebuild")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
 
@@ -99,7 +101,9 @@ def main() -> None:
                      "methods": {}}
     for m in args.methods.split(","):
         base, _, agg = m.partition("-")
-        kwargs = {"db_agg": agg} if agg else {}
+        kwargs: dict = {"db_agg": agg} if agg else {}
+        if base == "ours" and args.set:
+            kwargs["overrides"] = {k: json.loads(v) for k, v in (x.split("=", 1) for x in args.set)}
         t = time.perf_counter()
         router = coll.router(base, **kwargs)
         load_s = time.perf_counter() - t

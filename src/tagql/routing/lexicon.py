@@ -60,7 +60,8 @@ class SoftLexicon:
 
     def __init__(self, words: list[str], vecs: np.ndarray, embed: Callable[[list[str]], np.ndarray], *,
                  threshold: float = 0.55, top: int = 3, expand_known: bool = False, cache_size: int = 50_000,
-                 mined: dict[str, list[str]] | None = None, mined_weight: float = 0.85) -> None:
+                 mined: dict[str, list[str]] | None = None, mined_weight: float = 0.85,
+                 related: dict[str, dict[str, float]] | None = None) -> None:
         self.words = words
         self.stems = [stem(w) for w in words]
         self.known = set(self.stems)
@@ -79,6 +80,8 @@ class SoftLexicon:
             if key and got:
                 self.mined[key] = list(dict.fromkeys(self.mined.get(key, []) + got))
         self.mined_weight = mined_weight
+        # thesaurus relations: question stem -> {schema stem: weight} (see :func:`related_schema_words`)
+        self.related = related or {}
         self._mined_pat = re.compile(r"\b(" + "|".join(sorted(map(re.escape, self.mined), key=len, reverse=True))
                                      + r")\b") if self.mined else None
 
@@ -114,10 +117,15 @@ class SoftLexicon:
             self.cache[w] = list(best.items())
 
     def weights(self, question: str) -> dict[str, float]:
-        """Stem -> weight: the question's own stems (1.0) plus soft matches of its unknown words."""
+        """Stem -> weight: the question's own stems (1.0), soft matches of its unknown words, thesaurus
+        relations and mined substitutions of any of its words."""
         out = {t: 1.0 for t in tokens(question)}
         for w in self._candidates(question):
             for st, s in self.cache.get(w, ()):
+                if out.get(st, 0.0) < s:
+                    out[st] = s
+        for w in content_words(question) if self.related else ():
+            for st, s in self.related.get(stem(w), {}).items():
                 if out.get(st, 0.0) < s:
                     out[st] = s
         if self._mined_pat is not None:
@@ -131,3 +139,23 @@ class SoftLexicon:
     def build(cls, words: list[str], embed: Callable[[list[str]], np.ndarray], **kw: Any) -> SoftLexicon:
         vecs = embed(words) if words else np.zeros((0, 384), np.float32)
         return cls(words, vecs, embed, **kw)
+
+
+def related_schema_words(words: Iterable[str], wordnet: Any, weights: dict[str, float], *, senses: int = 3,
+                         max_sisters: int = 30) -> dict[str, dict[str, float]]:
+    """Question stem -> {schema stem: weight} for every word WordNet relates to a schema word in
+    ``words`` (``weights`` per relation, see :data:`tagql.routing.wordnet.RELATIONS`; a relation
+    missing from ``weights`` is not used). "participants" -> {"player": w_synonym} when a schema has
+    a ``player`` table."""
+    out: dict[str, dict[str, float]] = {}
+    for word in dict.fromkeys(words):
+        target = stem(word)
+        for other, relation in wordnet.related(word, senses=senses, max_sisters=max_sisters).items():
+            w = weights.get(relation, 0.0)
+            key = stem(other)
+            if w <= 0 or key == target:
+                continue
+            slot = out.setdefault(key, {})
+            if slot.get(target, 0.0) < w:
+                slot[target] = w
+    return out

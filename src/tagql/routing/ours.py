@@ -37,7 +37,7 @@ import numpy as np
 
 from tagql.embeddings import DEFAULT_MODEL as DEFAULT_ENCODER
 from tagql.routing.errors import IndexMissing
-from tagql.routing.lexicon import SoftLexicon, schema_words
+from tagql.routing.lexicon import SoftLexicon, related_schema_words, schema_words
 from tagql.routing.retrieval import BM25, table_doc
 from tagql.routing.router import Candidate
 from tagql.routing.sampling import sample_schemas
@@ -88,6 +88,14 @@ class BuildConfig:
     # both chosen on train questions with synonyms mined from the other half of the train databases
     mined_min_count: int = 5
     mined_weight: float = 0.85
+    # WordNet relations (routing/wordnet.py): a question word that is a synonym / hypernym of a schema word
+    # (first wordnet_senses senses) adds that word at these weights; 0 senses = off. Chosen on 600 Spider
+    # *train* questions with mined substitutions from the other half of the train databases
+    # (bench/routing_wordnet.py): DB R@1 plain 78.67 -> 79.00, Spider-Syn 69.83 -> 71.33; higher weights
+    # and hyponyms/sisters add noise (0.85/0.7: 77.50 / 68.33)
+    wordnet_senses: int = 3
+    wordnet_synonym: float = 0.4
+    wordnet_hypernym: float = 0.3
     # confidence is scaled down when the database's nearest synthetic question has cosine < near_hi
     # (to 0 at near_lo): off-topic questions resemble none of them (chosen on Spider train questions)
     near_lo: float = 0.35
@@ -244,10 +252,17 @@ class GraphRouter:
             for t in e.schema.tables:
                 names += [t.name] + [c.name for c in t.columns] + [col_name(c) for c in t.columns]
         words = schema_words(names)
-        mined = mined_reverse(self.cfg.mined_min_count) if self.cfg.mined_min_count > 0 else {}
+        cfg = self.cfg
+        mined = mined_reverse(cfg.mined_min_count) if cfg.mined_min_count > 0 else {}
+        related = {}
+        if cfg.wordnet_senses > 0:
+            from tagql.routing.wordnet import load_wordnet
+
+            related = related_schema_words(words, load_wordnet(), {
+                "synonym": cfg.wordnet_synonym, "hypernym": cfg.wordnet_hypernym}, senses=cfg.wordnet_senses)
         return SoftLexicon(words, self._cached_embed(words) if words else np.zeros((0, 384), np.float32),
-                           self.emb.embed, threshold=self.cfg.soft_threshold, top=self.cfg.soft_top,
-                           mined=mined, mined_weight=self.cfg.mined_weight)
+                           self.emb.embed, threshold=cfg.soft_threshold, top=cfg.soft_top,
+                           mined=mined, mined_weight=cfg.mined_weight, related=related)
 
     def _coverage(self, words: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
         """Weighted share of the question's words found in each table's / each database's vocabulary."""
@@ -649,7 +664,10 @@ class GraphRouter:
         return r
 
     @classmethod
-    def load(cls, collection: Collection, embedder: Any = None, **_: Any) -> GraphRouter:
+    def load(cls, collection: Collection, embedder: Any = None, overrides: dict[str, Any] | None = None,
+             **_: Any) -> GraphRouter:
+        """The built router of ``collection``; ``overrides`` replace query-time settings of its
+        :class:`BuildConfig` (e.g. ``{"wordnet_senses": 0}`` to compare without WordNet, no rebuild)."""
         d = collection.path / "router"
         if not (d / "meta.json").exists():
             raise IndexMissing(f"collection '{collection.name}' has no trained router")
@@ -657,7 +675,11 @@ class GraphRouter:
         known = BuildConfig.__dataclass_fields__
         if embedder is None and (d / ENCODER_DIR / "modules.json").exists():
             embedder = load_encoder(d / ENCODER_DIR)  # the encoder fine-tuned by the build
-        r = cls(collection, BuildConfig(**{k: v for k, v in meta["config"].items() if k in known}), embedder)
+        unknown = set(overrides or {}) - set(known)
+        if unknown:
+            raise ValueError(f"unknown router settings: {', '.join(sorted(unknown))}")
+        settings = {k: v for k, v in meta["config"].items() if k in known} | dict(overrides or {})
+        r = cls(collection, BuildConfig(**settings), embedder)
         syn = [SyntheticQuestion.from_dict(json.loads(line)) for line in (d / "synthetic.jsonl").read_text().splitlines()]
         vecs = np.load(d / "syn_vecs.npy")
         keep = [i for i, q in enumerate(syn) if q.schema.database in collection.entries]

@@ -1,0 +1,114 @@
+"""WordNet relations in the router's soft lexicon, tuned on Spider **train** questions (issue 4).
+
+    python bench/routing_wordnet.py [--collection spider-ctl] [--questions 600]
+
+Like ``bench/routing_finetune.py``: the 140 train databases are split in two halves (seed 0); the
+measured questions are ``--questions`` train questions of half B whose Spider-Syn version differs,
+routed in their plain and synonym versions against the collection's 166 databases. The mined
+substitutions (``SoftLexicon(mined=...)``) are mined from half A only (cross-fit), so they cannot
+know these questions' own substitutions. Each variant swaps the lexicon of the loaded router (no
+rebuild). No dev question is used: dev figures come from ``bench/routing_spider.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tagql.config import load_settings
+from tagql.routing.collection import Collection
+from tagql.routing.lexicon import related_schema_words
+from tagql.routing.metrics import Gold, gold_tables, summarize
+from tagql.routing.synonyms import mine_synonyms, mined_reverse
+from tagql.routing.wordnet import load_wordnet
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+OUT = Path(__file__).resolve().parent / "results" / "routing_wordnet.json"
+
+# name -> (relation weights, senses); "off" is the lexicon as built
+VARIANTS: dict[str, tuple[dict[str, float], int]] = {
+    "off": ({}, 0),
+    "syn.85 s3": ({"synonym": 0.85}, 3),
+    "syn.85 hyper.7 s3": ({"synonym": 0.85, "hypernym": 0.7}, 3),
+    "syn.85 hyper.7 hypo.6 s3": ({"synonym": 0.85, "hypernym": 0.7, "hyponym": 0.6}, 3),
+    "syn.85 hyper.7 hypo.6 sis.5 s3": ({"synonym": 0.85, "hypernym": 0.7, "hyponym": 0.6, "sister": 0.5}, 3),
+    "syn.85 hyper.7 s1": ({"synonym": 0.85, "hypernym": 0.7}, 1),
+    "syn.85 hyper.7 s2": ({"synonym": 0.85, "hypernym": 0.7}, 2),
+    "syn.85 hyper.7 s5": ({"synonym": 0.85, "hypernym": 0.7}, 5),
+    "syn.6 hyper.5 s3": ({"synonym": 0.6, "hypernym": 0.5}, 3),
+    "syn1 hyper.85 s3": ({"synonym": 1.0, "hypernym": 0.85}, 3),
+    "syn.85 s1": ({"synonym": 0.85}, 1),
+    "syn.5 s1": ({"synonym": 0.5}, 1),
+    "syn.3 hyper.2 s3": ({"synonym": 0.3, "hypernym": 0.2}, 3),
+    "syn.5 hyper.4 s1": ({"synonym": 0.5, "hypernym": 0.4}, 1),
+    "syn.2 hyper.1 s3": ({"synonym": 0.2, "hypernym": 0.1}, 3),
+    "syn.4 hyper.3 s3": ({"synonym": 0.4, "hypernym": 0.3}, 3),
+    "syn.3 hyper.2 s5": ({"synonym": 0.3, "hypernym": 0.2}, 5),
+    "syn.3 hyper.2 hypo.1 s3": ({"synonym": 0.3, "hypernym": 0.2, "hyponym": 0.1}, 3),
+    "syn.3 s3": ({"synonym": 0.3}, 3),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--collection", default="spider-ctl")
+    ap.add_argument("--questions", type=int, default=600)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args()
+
+    rng = random.Random(0)
+    train = json.loads((DATA / "spider_syn" / "train_spider.json").read_text())
+    dbs = sorted({e["db_id"] for e in train})
+    rng.shuffle(dbs)
+    half_a = set(dbs[: len(dbs) // 2])
+    test = [e for e in train if e["db_id"] not in half_a and e["SpiderQuestion"] != e["SpiderSynQuestion"]]
+    rng.shuffle(test)
+    test = test[: args.questions]
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump([e for e in train if e["db_id"] in half_a], f)
+        f.flush()
+        mined_a = mine_synonyms(f.name)
+
+    coll = Collection.load(args.collection, load_settings())
+    router = coll.router("ours")
+    lex = router.lexicon
+    lex_words = lex.words
+    tables = {db: coll.schema(db).table_names for db in coll.databases}
+    golds = [Gold(e["db_id"], gold_tables(e["query"], tables[e["db_id"]])) for e in test]
+    sets = {"plain": [e["SpiderQuestion"] for e in test], "syn": [e["SpiderSynQuestion"] for e in test]}
+    # the mined substitutions from half A, as the built lexicon would hold them
+    base = type(lex)(lex.words, lex.vecs, lex.embed, threshold=lex.threshold, top=lex.top,
+                     mined=mined_reverse(router.cfg.mined_min_count, synonyms=mined_a),
+                     mined_weight=lex.mined_weight)
+    base.cache = lex.cache
+    wn = load_wordnet()
+    results: dict = {"collection": args.collection, "questions": len(test), "mined_half_a": len(mined_a),
+                     "variants": {}}
+    print(f"{'variant':<34}{'plain R@1':>10}{'syn R@1':>10}{'plain R@5':>10}{'syn R@5':>10}{'build s':>9}",
+          flush=True)
+    for name in args.variants.split(","):
+        weights, senses = VARIANTS[name]
+        t = time.perf_counter()
+        base.related = related_schema_words(lex_words, wn, weights, senses=senses) if weights else {}
+        build_s = time.perf_counter() - t
+        router.lexicon = base
+        row = {"weights": weights, "senses": senses, "build_s": round(build_s, 2),
+               "related_keys": len(base.related)}
+        for s, qs in sets.items():
+            row[s] = summarize(router.route_many(qs, k=20), golds)
+        results["variants"][name] = row
+        print(f"{name:<34}{row['plain']['db_r@1']:>10}{row['syn']['db_r@1']:>10}{row['plain']['db_r@5']:>10}"
+              f"{row['syn']['db_r@5']:>10}{build_s:>9.2f}", flush=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
