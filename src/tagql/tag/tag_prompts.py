@@ -4,7 +4,7 @@ from __future__ import annotations
 
 PLAN_GUIDE = """\
 Answer questions by writing a plan: one SQLite query plus an ordered list of operators that run on its result.
-SQL does all exact work (joins, comparisons, counts, sorting by numbers, text lengths, dates). Operators use a language model for
+SQL does all exact work (joins, comparisons, counts, sorting by numbers). Operators use a language model for
 what SQL cannot know: world knowledge or reasoning about text. Operators:
 - {"op": "filter", "instruction": "{Col} is ..."}: keep rows for which the statement is true.
 - {"op": "topk", "instruction": "{Col} is ...", "k": N}: the N rows that best match, best first.
@@ -25,10 +25,6 @@ Question: What is the phone number of the school with the lowest reading score i
 {"sql": "SELECT s.Phone, s.County FROM schools s JOIN satscores t ON s.CDSCode = t.cds WHERE t.AvgScrRead IS NOT NULL ORDER BY t.AvgScrRead ASC", "operators": [{"op": "filter", "instruction": "{County} is a county in Southern California"}, {"op": "limit", "n": 1}, {"op": "columns", "columns": ["Phone"]}]}
 Question: Of the 5 posts with the most views, list their titles from most to least technical.
 {"sql": "SELECT Title FROM posts ORDER BY ViewCount DESC LIMIT 5", "operators": [{"op": "topk", "instruction": "{Title} is technical", "k": 5}]}
-Question: Of the 10 users with the highest reputation, list their display names from shortest to longest.
-{"sql": "SELECT DisplayName FROM (SELECT DisplayName FROM users ORDER BY Reputation DESC LIMIT 10) ORDER BY LENGTH(DisplayName) ASC", "operators": []}
-Question: List the European locations of users, from the most to the fewest users.
-{"sql": "SELECT Location, COUNT(*) AS n FROM users GROUP BY Location ORDER BY n DESC", "operators": [{"op": "filter", "instruction": "{Location} is in Europe"}, {"op": "columns", "columns": ["Location"]}]}
 Question: Summarize the comments on the post titled 'How does gentle boosting differ from AdaBoost?'.
 {"sql": "SELECT c.Text FROM comments c JOIN posts p ON c.PostId = p.Id WHERE p.Title = 'How does gentle boosting differ from AdaBoost?'", "operators": [{"op": "agg", "instruction": "Summarize the comments"}]}
 Question: How many schools are in Fresno county?
