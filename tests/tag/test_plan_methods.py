@@ -195,6 +195,9 @@ def test_guessed_single_value_on_judged_column_is_dropped():
     ("is a halogen", ["element"], "{element}: is a halogen"),
     ("the statement is true", ["first_name", "state"], "the statement is true"),  # 'state' only inside a word
     ("{state} is western", ["state"], "{state} is western"),
+    ("{Department} is 'Foreign Languages'}", ["Department"], "{Department} is 'Foreign Languages'"),
+    ("{{T1.state} is western", ["state"], "{state} is western"),
+    ("{state is western", ["state"], "{state} is western"),  # the lone brace goes, then the word gets braces
 ])
 def test_column_references_small_models_get_wrong_are_normalised(instruction, columns, expected):
     from tagql.tag.plan import normalize_instruction

@@ -168,11 +168,16 @@ def normalize_instruction(instruction: str, columns: list[str]) -> str:
     """Fix the column references small models get wrong, when the intent is unambiguous: a qualified
     ``{T1.name}`` or ``{member.name}`` becomes ``{name}``; an instruction with no braces gets them around
     the first column name it mentions as a word (``element is a halogen`` -> ``{element} is a halogen``),
-    or, over a one-column result, names that column (``{element}: is a halogen``)."""
+    or, over a one-column result, names that column (``{element}: is a halogen``). Unmatched braces are
+    dropped (``{Department} is 'Foreign Languages'}``)."""
     try:
         fields = template_fields(instruction)
     except OperatorError:
-        return instruction
+        instruction = _drop_unmatched_braces(instruction)
+        try:
+            fields = template_fields(instruction)
+        except OperatorError:
+            return instruction
     for name in fields:
         if resolve_or_none(name, columns) is None and "." in name:
             bare = name.rsplit(".", 1)[1]
@@ -187,6 +192,25 @@ def normalize_instruction(instruction: str, columns: list[str]) -> str:
     if len(columns) == 1:
         return f"{{{columns[0]}}}: {instruction}"
     return instruction
+
+
+def _drop_unmatched_braces(text: str) -> str:
+    """``a {b} c}`` -> ``a {b} c``; ``{a {b}`` -> ``a {b}``: braces that open or close nothing go."""
+    keep = [True] * len(text)
+    opened: list[int] = []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            if opened:  # a brace inside a reference: the earlier one opened nothing
+                keep[opened.pop()] = False
+            opened.append(i)
+        elif ch == "}":
+            if opened:
+                opened.pop()
+            else:
+                keep[i] = False
+    for i in opened:
+        keep[i] = False
+    return "".join(ch for ch, k in zip(text, keep) if k)
 
 
 _ID_NAME = re.compile(r"(^|_)id\d*$|[a-z]Id\d*$|ID\d*$")
