@@ -21,13 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers of the bench/ scripts
+
+from spider_train_halves import spider_train_halves
+
 from tagql.config import load_settings
 from tagql.embeddings import SentenceTransformerEmbedder, minilm_dir
 from tagql.routing.collection import Collection
 from tagql.routing.finetune import finetune_encoder, load_pairs
 from tagql.routing.retrieval import table_doc
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results" / "routing_finetune.json"
 
 
@@ -45,14 +48,8 @@ def main() -> None:
     args = ap.parse_args()
 
     rng = random.Random(0)
-    train = json.loads((DATA / "spider_syn" / "train_spider.json").read_text())
-    dbs = sorted({e["db_id"] for e in train})
-    rng.shuffle(dbs)
-    half_a = set(dbs[: len(dbs) // 2])
+    _, half_a, test = spider_train_halves(args.questions, rng)
     pairs = [(s, p) for d, p, s in load_pairs() if d in half_a]
-    test = [e for e in train if e["db_id"] not in half_a and e["SpiderQuestion"] != e["SpiderSynQuestion"]]
-    rng.shuffle(test)
-    test = test[: args.questions]
 
     coll = Collection.load(args.collection, load_settings())
     keys, docs = [], []

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers of the bench/ scripts
+
+from spider_train_halves import spider_train_halves
 
 from tagql.config import load_settings
 from tagql.routing.collection import Collection
@@ -27,7 +29,6 @@ from tagql.routing.metrics import Gold, gold_tables, summarize
 from tagql.routing.synonyms import mine_synonyms, mined_reverse
 from tagql.routing.wordnet import load_wordnet
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results" / "routing_wordnet.json"
 
 # name -> (relation weights, senses); "off" is the lexicon as built
@@ -62,18 +63,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
 
-    rng = random.Random(0)
-    train = json.loads((DATA / "spider_syn" / "train_spider.json").read_text())
-    dbs = sorted({e["db_id"] for e in train})
-    rng.shuffle(dbs)
-    half_a = set(dbs[: len(dbs) // 2])
-    test = [e for e in train if e["db_id"] not in half_a and e["SpiderQuestion"] != e["SpiderSynQuestion"]]
-    rng.shuffle(test)
-    test = test[: args.questions]
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
-        json.dump([e for e in train if e["db_id"] in half_a], f)
-        f.flush()
-        mined_a = mine_synonyms(f.name)
+    train, half_a, test = spider_train_halves(args.questions)
+    mined_a = mine_synonyms([e for e in train if e["db_id"] in half_a])
 
     coll = Collection.load(args.collection, load_settings())
     router = coll.router("ours")

@@ -80,6 +80,8 @@ def test_mining_from_aligned_train_questions(tmp_path: Path) -> None:
     f = tmp_path / "train.json"
     f.write_text(json.dumps(train))
     assert set(mine_synonyms(f)) == {("customers", "clients", 2), ("city", "town", 2)}
+    assert mine_synonyms(train) == mine_synonyms(f)  # entries already loaded (a subset of train, say)
+    assert mine_synonyms(train[:1]) == []  # seen once: below min_count
     assert {"customers", "clients", "city", "town", "live"} <= set(mine_vocabulary(f))
     # the shipped files (mined from Spider-Syn *train*) load
     assert ("customers", "clients", 216) in load_synonyms()

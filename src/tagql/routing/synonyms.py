@@ -39,9 +39,10 @@ def _aligned(a: str, b: str) -> list[tuple[str, str]]:
             if op == "replace" and i2 - i1 <= 3 and j2 - j1 <= 3]
 
 
-def mine_synonyms(train_json: str | Path, min_count: int = 2) -> list[tuple[str, str, int]]:
-    """``(original, synonym, count)`` substitutions of Spider-Syn's train questions."""
-    train = json.loads(Path(train_json).read_text())
+def mine_synonyms(train_json: str | Path | list[dict], min_count: int = 2) -> list[tuple[str, str, int]]:
+    """``(original, synonym, count)`` substitutions of Spider-Syn's train questions (a file, or its
+    entries already loaded, e.g. a subset)."""
+    train = train_json if isinstance(train_json, list) else json.loads(Path(train_json).read_text())
     c: Counter[tuple[str, str]] = Counter()
     for e in train:
         if e.get("SpiderSynQuestion") and e.get("SpiderQuestion"):
