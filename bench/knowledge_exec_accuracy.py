@@ -7,8 +7,11 @@ BIRD dev databases available here. Gold SQL: ``GT_SQL`` of ``Templatized_Domain_
 (IN) and ``SQL`` of ``data/<db>_OUT.json`` (OUT), i.e. the 2023 files the questions come from. A
 prediction is correct when its result rows equal the gold rows as sets (BIRD's rule).
 
-A condition may also be ``method@K`` (a fixed K other than ``--k``) or ``method/gap`` (K chosen by
-the score gap, :func:`tagql.knowledge.retrieval.gap_k`, at most 4).
+A condition may also be ``method@K`` (a fixed K other than ``--k``), ``method/gap`` (K chosen by
+the score gap, :func:`tagql.knowledge.retrieval.gap_k`, at most 4) or ``method/auto`` (the
+retriever's own choice, as in ``tagql ask``: at most ``DEFAULT_K`` statements above the method's
+score floor, possibly none). ``gold`` (IN set only) gives the question's own DBA-screened
+structured statements: oracle retrieval, in the same format as retrieved ones.
 
 Fixed subset: per database and split, the first ``--per-db`` questions after a shuffle with
 ``--seed`` (default 0). Questions run in an interleaved order (question 0 of every database and
@@ -41,20 +44,26 @@ from partial_records import read_partial as read_records
 from tagql.config import load_settings
 from tagql.errors import TagqlError
 from tagql.knowledge import ScoredStatement
-from tagql.knowledge.importer import import_database, load_set1
+from tagql.knowledge.importer import import_database, load_set1, structured_or_raw
 from tagql.knowledge.retrieval import DEFAULT_METHOD
 
 DBS = ["student_club", "superhero", "toxicology"]
 CONDITIONS = ["none", "all", "bm25", "sbr", DEFAULT_METHOD, "qs"]
+# Reference conditions that retrieve nothing: the question's own NL evidence (``qs``) and, on the IN
+# set, its own DBA-screened structured statements (``gold``: oracle retrieval, to tell a retrieval
+# loss from a loss to the statement format).
+REFERENCES = ("qs", "gold")
 
 
 def questions(data: Path, db: str, split: str, n: int, seed: int) -> list[dict]:
     if split == "IN":
-        items = [{"question": it.question, "gold": it.sql, "evidence": it.nl} for it in load_set1(data, db)]
+        items = [{"question": it.question, "gold": it.sql, "evidence": it.nl, "structured": it.gold}
+                 for it in load_set1(data, db)]
     else:
         raw = json.loads((data / "domain_knowledge" / "data" / f"{db}_OUT.json").read_text())
         items = [{"question": r["question"], "gold": r["SQL"],
-                  "evidence": [e.strip() for e in r.get("evidence", "").split(";") if e.strip()]} for r in raw]
+                  "evidence": [e.strip() for e in r.get("evidence", "").split(";") if e.strip()], "structured": []}
+                 for r in raw]
     rng = random.Random(seed)
     rng.shuffle(items)
     return items[:n]
@@ -105,7 +114,7 @@ def main() -> None:
     for dbname in a.dbs:
         db = open_database(a.data / "bird" / "dev_databases" / dbname / f"{dbname}.sqlite", settings=settings.db)
         kb, _ = import_database(a.data, dbname, a.stores / f"{dbname}.kb")
-        rets = {c: retriever(kb, c) for c in a.conditions if c != "qs"}
+        rets = {c: retriever(kb, c) for c in a.conditions if c not in REFERENCES}
         synth = QuerySynthesizer(db, llm, max_tokens=settings.answer.max_sql_tokens, retries=settings.answer.sql_retries)
         qs = {split: questions(a.data, dbname, split, a.per_db, a.seed) for split in a.splits}
         setup[dbname] = (db, rets, synth, qs)
@@ -122,6 +131,8 @@ def main() -> None:
                     for cond in a.conditions:
                         if cond == "qs":
                             stmts = [ScoredStatement(e, "", 1.0) for e in item["evidence"]]
+                        elif cond == "gold":
+                            stmts = [ScoredStatement(p.text, p.sql, 1.0) for p in map(structured_or_raw, item["structured"])]
                         else:
                             stmts = rets[cond].retrieve(item["question"], None if cond == "all" else k_of(cond, a.k))
                         keys = statement_keys(stmts)
@@ -150,14 +161,17 @@ def main() -> None:
 
 
 def retriever(kb, condition: str):
-    """``method``, ``method@K`` (a fixed K) or ``method/gap`` (K chosen by the score gap, at most --k)."""
-    method = condition.split("@")[0].removesuffix("/gap")
-    return kb.retriever(method, auto_k=condition.endswith("/gap"))
+    """``method``, ``method@K`` (a fixed K), ``method/gap`` (K chosen by the score gap, at most 4) or
+    ``method/auto`` (what ``tagql ask`` does: at most DEFAULT_K, none below the method's floor)."""
+    method = condition.split("@")[0].removesuffix("/gap").removesuffix("/auto")
+    if condition.endswith("/gap"):
+        return kb.retriever(method, k=4, auto_k=True)
+    return kb.retriever(method)
 
 
 def k_of(condition: str, default: int) -> int | None:
-    if condition.endswith("/gap"):
-        return None  # the retriever's gap rule picks K (at most its default of 4)
+    if condition.endswith(("/gap", "/auto")):
+        return None  # the retriever picks K
     return int(condition.split("@")[1]) if "@" in condition else default
 
 

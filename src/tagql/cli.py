@@ -134,7 +134,7 @@ def ask(
     knowledge_method: Annotated[
         str | None, typer.Option("--knowledge-method", help="statement retrieval: hybrid|sbr|bm25|dense|all|none")
     ] = None,
-    k: Annotated[int | None, typer.Option("--k", help="domain statements put in the prompt")] = None,
+    k: Annotated[int | None, typer.Option("--k", help="at most K domain statements in the prompt (default 3, above a score floor)")] = None,
     method: Annotated[
         str | None,
         typer.Option("--method", help="tag|text2sql|rag|retrieval_rank|text2sql_lm (default: SQL then LM answer)"),

@@ -116,10 +116,10 @@ def open_knowledge(
 ) -> Retriever | None:
     """The domain-knowledge retriever for a database: ``store`` if given, else the database's default
     store ``<knowledge_dir>/<db name>.kb`` when one exists (else no knowledge)."""
-    from tagql.knowledge.retrieval import DEFAULT_METHOD
+    from tagql.knowledge.retrieval import DEFAULT_K, DEFAULT_METHOD
     from tagql.knowledge.store import retriever_for
 
-    return retriever_for(db_name, store=store, settings=settings, method=method or DEFAULT_METHOD, k=k or 4)
+    return retriever_for(db_name, store=store, settings=settings, method=method or DEFAULT_METHOD, k=k or DEFAULT_K)
 
 
 def connect(

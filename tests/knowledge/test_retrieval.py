@@ -164,3 +164,22 @@ def test_sbr_with_the_papers_mpnet_model():
     assert r.embedder is None and r.method.embedder().dim == 768
     got = r.retrieve("In the molecule containing sodium atoms, how many are non-carcinogenic?", k=2)
     assert {g.text for g in got} == {"sodium atoms", "non-carcinogenic"}
+
+
+def test_default_k_keeps_only_statements_above_the_floor(corpus, embedder):
+    """With K left to the retriever, hybrid-static offers at most DEFAULT_K statements and none that
+    score below its floor; an explicit K still returns exactly the top K (the paper's protocol)."""
+    from tagql.knowledge.retrieval import DEFAULT_K, HYBRID_STATIC_FLOOR
+
+    r = IndexRetriever(corpus, "hybrid-static", embedder=embedder)
+    q = "In the molecule containing sodium atoms, how many are non-carcinogenic?"
+    chosen = r.retrieve(q)
+    assert {g.text for g in chosen} == {"sodium atoms", "non-carcinogenic"}
+    assert all(g.score >= HYBRID_STATIC_FLOOR for g in chosen) and len(chosen) <= DEFAULT_K
+    top4 = r.retrieve(q, k=4)
+    assert len(top4) == 4 and min(g.score for g in top4) < HYBRID_STATIC_FLOOR  # the near misses exist
+    # a question about nothing in the repository gets no statement at all, rather than the least bad ones
+    assert r.retrieve("Which city hosted the 1996 Summer Olympics?") == []
+    assert len(r.retrieve("Which city hosted the 1996 Summer Olympics?", k=2)) == 2
+    # methods without a floor keep the fixed K
+    assert len(IndexRetriever(corpus, "bm25").retrieve("sodium atoms and chlorine")) == DEFAULT_K

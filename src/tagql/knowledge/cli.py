@@ -201,7 +201,8 @@ def _show(s: Any) -> None:
 def retrieve(
     store: Annotated[Path, typer.Option("--store", help="knowledge store file")],
     method: Annotated[str, typer.Option("--method", help="|".join(METHODS))] = DEFAULT_METHOD,
-    k: Annotated[int, typer.Option("--k", min=0)] = 4,
+    k: Annotated[int | None, typer.Option(
+        "--k", min=0, help="exactly the top K (default: up to 3 above the method's score floor)")] = None,
     jsonl: Annotated[bool, typer.Option("--jsonl", help="read JSON lines with 'question' from stdin")] = False,
     question: Annotated[str | None, typer.Argument(help="one question (without --jsonl)")] = None,
     all_statuses: Annotated[bool, typer.Option("--all-statuses", help="also proposed statements")] = False,
@@ -212,7 +213,7 @@ def retrieve(
             raise UnknownMethod(f"unknown retrieval method {method!r}")
         kb = KnowledgeBase.open(store, create=False)
         statuses = ("approved", "proposed") if all_statuses else ("approved",)
-        ret = kb.retriever(method, statuses=statuses, k=k)
+        ret = kb.retriever(method, statuses=statuses)
         ret.refresh()  # load models and the index once, before reading input
         if not jsonl:
             if not question:

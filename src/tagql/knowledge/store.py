@@ -24,7 +24,7 @@ from tagql.embeddings import Embedder
 from tagql.errors import TagqlError
 from tagql.knowledge import ScoredStatement
 from tagql.knowledge.canon import canonicalise
-from tagql.knowledge.retrieval import DEFAULT_METHOD, Corpus, IndexRetriever, Method, make_method
+from tagql.knowledge.retrieval import DEFAULT_K, DEFAULT_METHOD, Corpus, IndexRetriever, Method, make_method
 from tagql.knowledge.statements import StatementError, Structured, parse_structured
 from tagql.knowledge.validate import snippet_problem
 
@@ -337,7 +337,7 @@ class KnowledgeBase:
         return cur, rows, gone
 
     def retriever(self, method: str | Method = DEFAULT_METHOD, *, statuses: Sequence[str] = ("approved",),
-                  k: int = 4, auto_k: bool = False) -> StoreRetriever:
+                  k: int = DEFAULT_K, auto_k: bool = False) -> StoreRetriever:
         """A live :class:`tagql.knowledge.Retriever` over this store (sees later edits)."""
         return StoreRetriever(self, method, statuses=statuses, k=k, auto_k=auto_k)
 
@@ -437,7 +437,7 @@ def default_store_path(db_name: str, settings: Any = None) -> Path:
 
 
 def retriever_for(db_name: str, *, store: str | Path | None = None, settings: Any = None,
-                  method: str = DEFAULT_METHOD, k: int = 4) -> StoreRetriever | None:
+                  method: str = DEFAULT_METHOD, k: int = DEFAULT_K) -> StoreRetriever | None:
     """The retriever ``tagql ask`` should use for a database: its store's approved statements, or
     None when the database has no store yet (then the pipeline runs without domain knowledge)."""
     path = Path(store) if store is not None else default_store_path(db_name, settings)
