@@ -5,7 +5,9 @@ tagql's environment: it imports nothing from tagql.
     $LOTUS_PY bench/tag_operator_lotus_worker.py --check http://127.0.0.1:PORT/v1 MODEL_ALIAS
 
 JOB.json: {"base_url", "model", "columns": [...], "rows": [[...], ...], "ops": [{"op": "filter"|"topk",
-"instruction", "k"}], "max_batch_size", "seed"}. OUT.json: per op, the result (row ids kept / ranked), LM calls
+"instruction", "k"}], "max_batch_size", "seed", "budget_s"}. An operator still running after
+``budget_s`` seconds is stopped before its next request and reported with ``finished: false``,
+``ids: null`` and the calls and time it used. OUT.json: per op, the result (row ids kept / ranked), LM calls
 (counted at litellm's batch_completion, the one place LOTUS sends requests), tokens and wall time.
 LOTUS runs with its defaults (prompts, max_tokens, sem_topk method "quick") except temperature 0 and
 its cache off, so every call reaches the server.
@@ -34,19 +36,27 @@ def flatten(message: dict) -> dict:
     return {**message, "content": "".join(p["text"] for p in content)}
 
 
+class BudgetExceeded(Exception):
+    """An operator ran past its time budget (raised before the next batch of requests is sent)."""
+
+
 class CallCounter:
-    """Wraps litellm.batch_completion as LOTUS imported it: counts requests (one per message list) and
-    flattens text-part lists (see ``flatten``)."""
+    """Wraps litellm.batch_completion as LOTUS imported it: counts requests (one per message list),
+    flattens text-part lists (see ``flatten``) and stops an operator that runs past ``deadline``
+    (time.perf_counter() value; None: no limit)."""
 
     def __init__(self) -> None:
         import lotus.models.lm as lm_mod
 
         self.calls = 0
         self.flattened = 0
+        self.deadline: float | None = None
         self._mod = lm_mod
         self._orig = lm_mod.batch_completion
 
         def counted(model, messages, *a, **kw):
+            if self.deadline is not None and time.perf_counter() > self.deadline:
+                raise BudgetExceeded
             self.calls += len(messages)
             flat = [[flatten(m) for m in msgs] for msgs in messages]
             self.flattened += sum(f != m for fl, ms in zip(flat, messages) for f, m in zip(fl, ms))
@@ -87,16 +97,24 @@ def run(job: dict) -> dict:
         c0 = counter.calls
         u0 = lm.stats.physical_usage.prompt_tokens, lm.stats.physical_usage.completion_tokens
         t0 = time.perf_counter()
-        if op["op"] == "filter":
-            res = df.sem_filter(op["instruction"])
+        budget = job.get("budget_s")
+        counter.deadline = t0 + float(budget) if budget else None
+        finished = True
+        try:
+            if op["op"] == "filter":
+                res = df.sem_filter(op["instruction"])
+            elif op["op"] == "topk":
+                res = df.sem_topk(op["instruction"], K=int(op["k"]))
+            else:
+                raise SystemExit(f"unknown op {op['op']!r}")
             ids = [int(x) for x in res[job["columns"][0]].tolist()]
-        elif op["op"] == "topk":
-            res = df.sem_topk(op["instruction"], K=int(op["k"]))
-            ids = [int(x) for x in res[job["columns"][0]].tolist()]
-        else:
-            raise SystemExit(f"unknown op {op['op']!r}")
+        except BudgetExceeded:
+            finished, ids = False, None
+            print(f"\n{op['op']}: stopped after its budget of {budget} s ({counter.calls - c0} LM calls)",
+                  file=sys.stderr, flush=True)
+        counter.deadline = None
         out["ops"].append({
-            "op": op["op"], "instruction": op["instruction"], "ids": ids,
+            "op": op["op"], "instruction": op["instruction"], "ids": ids, "finished": finished,
             "lm_calls": counter.calls - c0, "seconds": round(time.perf_counter() - t0, 2),
             "flattened_messages": counter.flattened,
             "prompt_tokens": lm.stats.physical_usage.prompt_tokens - u0[0],

@@ -61,3 +61,18 @@ def test_lotus_worker_flattens_text_parts_only(load_bench):
     assert worker.flatten({"role": "system", "content": "x"}) == {"role": "system", "content": "x"}
     with pytest.raises(SystemExit):
         worker.flatten({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]})
+
+
+def test_a_lotus_operator_stopped_by_its_budget_counts_as_unanswered(load_bench):
+    """LOTUS's sem_topk can need ~n^2/2 comparisons; stopped by --lotus-budget-s it has no answer, its
+    calls and time are lower bounds, and the target is judged against accuracy 0 for it."""
+    bench = load_bench("tag_operator_lotus")
+    results = {
+        "tagql": {"topk": {"lm_calls": 100, "seconds": 20.0, "ids": [1, 2]}},
+        "lotus": {"topk": {"lm_calls": 400, "seconds": 90.0, "ids": None, "finished": False}},
+    }
+    bench.summarize(results, {}, {1: 10, 2: 5, 3: 1}, 2)
+    assert "precision_at_k" not in results["lotus"]["topk"] and results["tagql"]["topk"]["precision_at_k"] == 1.0
+    t = bench.targets(results)["topk"]
+    assert (t["calls_ratio"], t["speedup"], t["lotus_finished"], t["met"]) == (4.0, 4.5, False, True)
+    assert ">400" in bench.table(results, 3, 2)
