@@ -39,9 +39,10 @@ def test_filter_dedupes_identical_inputs_and_uses_a_grammar():
     assert [r[0] for r in out.rows] == [1, 3, 4, 6]
     assert llm.usage.calls == 4  # 4 distinct cities, not 6 rows
     assert t.engine.stats.deduped == 2
-    # the instruction is the (shared) system message; the row is only in the user message
+    # one shared system message for every filter; the filled-in statement only in the user message
     assert {p[0].content for p in llm.prompts} == {llm.prompts[0][0].content}
-    assert "Silicon Valley" in llm.prompts[0][0].content and "Fresno" not in llm.prompts[0][0].content
+    assert "Silicon Valley" not in llm.prompts[0][0].content and "Fresno" not in llm.prompts[0][0].content
+    assert any("<statement>Fresno is a city in Silicon Valley</statement>" in p[1].content for p in llm.prompts)
 
 
 def test_grammar_passed_for_boolean_filter():
@@ -53,7 +54,7 @@ def test_grammar_passed_for_boolean_filter():
             return super().complete(messages, **kw)
 
     table(Spy(sv_judge)).sem_filter("{City} is a city in Silicon Valley")
-    assert seen and all(g == 'root ::= "yes" | "no"' for g in seen)
+    assert seen and all(g == 'root ::= "yes" | "no" | "Yes" | "No"' for g in seen)
 
 
 def test_persistent_cache_makes_rerun_free(tmp_path):
