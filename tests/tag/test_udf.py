@@ -66,3 +66,16 @@ def test_lm_score_and_map(superhero):
     register_lm_functions(superhero, eng)
     r = execute_with_lm(superhero, "SELECT LM_SCORE('{x} is famous', 'Batman'), LM_MAP('{x} upper', 'a')", eng)
     assert r.rows == [(7, "mapped")]
+
+
+def test_stray_brace_in_a_sql_instruction_is_dropped(superhero):
+    """Small models close a quoted value with an extra brace inside LM_FILTER; the plan path already
+    repaired that, the SQL-function path failed the whole question ("Single '}' encountered")."""
+    llm = ScriptedLLM(judge)
+    eng = SemEngine(llm)
+    register_lm_functions(superhero, eng)
+    sql = ("SELECT publisher_name FROM publisher WHERE publisher_name <> '' AND "
+           "LM_FILTER('{name} is a person, not a company}', publisher_name) ORDER BY publisher_name")
+    r = execute_with_lm(superhero, sql, eng)
+    assert [x[0] for x in r.rows] == sorted(PEOPLE)
+    assert llm.prompts and all("company}" not in p[-1].content for p in llm.prompts)

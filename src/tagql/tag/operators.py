@@ -82,6 +82,25 @@ class EngineStats:
         }
 
 
+def drop_unmatched_braces(text: str) -> str:
+    """``a {b} c}`` -> ``a {b} c``; ``{a {b}`` -> ``a {b}``: braces that open or close nothing go."""
+    keep = [True] * len(text)
+    opened: list[int] = []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            if opened:  # a brace inside a reference: the earlier one opened nothing
+                keep[opened.pop()] = False
+            opened.append(i)
+        elif ch == "}":
+            if opened:
+                opened.pop()
+            else:
+                keep[i] = False
+    for i in opened:
+        keep[i] = False
+    return "".join(ch for ch, k in zip(text, keep) if k)
+
+
 def template_fields(instruction: str) -> list[str]:
     """The ``{Column}`` names in an instruction, in order of first appearance (``{Col:left}`` keeps the tag)."""
     names: list[str] = []

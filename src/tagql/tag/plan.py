@@ -34,6 +34,7 @@ from tagql.tag.operators import (
     OperatorError,
     SemEngine,
     SemTable,
+    drop_unmatched_braces,
     resolve_columns,
     resolve_or_none,
     template_fields,
@@ -173,7 +174,7 @@ def normalize_instruction(instruction: str, columns: list[str]) -> str:
     try:
         fields = template_fields(instruction)
     except OperatorError:
-        instruction = _drop_unmatched_braces(instruction)
+        instruction = drop_unmatched_braces(instruction)
         try:
             fields = template_fields(instruction)
         except OperatorError:
@@ -194,23 +195,6 @@ def normalize_instruction(instruction: str, columns: list[str]) -> str:
     return instruction
 
 
-def _drop_unmatched_braces(text: str) -> str:
-    """``a {b} c}`` -> ``a {b} c``; ``{a {b}`` -> ``a {b}``: braces that open or close nothing go."""
-    keep = [True] * len(text)
-    opened: list[int] = []
-    for i, ch in enumerate(text):
-        if ch == "{":
-            if opened:  # a brace inside a reference: the earlier one opened nothing
-                keep[opened.pop()] = False
-            opened.append(i)
-        elif ch == "}":
-            if opened:
-                opened.pop()
-            else:
-                keep[i] = False
-    for i in opened:
-        keep[i] = False
-    return "".join(ch for ch, k in zip(text, keep) if k)
 
 
 _ID_NAME = re.compile(r"(^|_)id\d*$|[a-z]Id\d*$|ID\d*$")
