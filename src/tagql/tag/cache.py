@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # bump when operator prompts change so stale outputs are not reused
-PROMPT_VERSION = "tag-ops-1"
+PROMPT_VERSION = "tag-ops-2"  # 2: the filter judge's prompt and Yes/No grammar (session 8)
 
 
 def cache_key(model: str, kind: str, instruction: str, payload: str) -> str:

@@ -101,6 +101,16 @@ def drop_unmatched_braces(text: str) -> str:
     return "".join(ch for ch, k in zip(text, keep) if k)
 
 
+def repair_braces(instruction: str) -> str:
+    """``instruction`` unchanged when it parses as a template, else without its unmatched braces (small
+    models close a quoted value with a stray one: ``{Department} is 'Foreign Language'}``)."""
+    try:
+        template_fields(instruction)
+    except OperatorError:
+        return drop_unmatched_braces(instruction)
+    return instruction
+
+
 def template_fields(instruction: str) -> list[str]:
     """The ``{Column}`` names in an instruction, in order of first appearance (``{Col:left}`` keeps the tag)."""
     names: list[str] = []

@@ -34,7 +34,7 @@ from tagql.tag.operators import (
     OperatorError,
     SemEngine,
     SemTable,
-    drop_unmatched_braces,
+    repair_braces,
     resolve_columns,
     resolve_or_none,
     template_fields,
@@ -171,14 +171,11 @@ def normalize_instruction(instruction: str, columns: list[str]) -> str:
     the first column name it mentions as a word (``element is a halogen`` -> ``{element} is a halogen``),
     or, over a one-column result, names that column (``{element}: is a halogen``). Unmatched braces are
     dropped (``{Department} is 'Foreign Languages'}``)."""
+    instruction = repair_braces(instruction)
     try:
         fields = template_fields(instruction)
     except OperatorError:
-        instruction = drop_unmatched_braces(instruction)
-        try:
-            fields = template_fields(instruction)
-        except OperatorError:
-            return instruction
+        return instruction
     for name in fields:
         if resolve_or_none(name, columns) is None and "." in name:
             bare = name.rsplit(".", 1)[1]

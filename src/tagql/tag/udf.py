@@ -27,7 +27,7 @@ from typing import Any
 
 from tagql.db.connection import Database, Result
 from tagql.errors import QueryFailed
-from tagql.tag.operators import OperatorError, SemEngine, drop_unmatched_braces, fill, template_fields
+from tagql.tag.operators import OperatorError, SemEngine, fill, repair_braces, template_fields
 
 FUNCTIONS = ("LM_FILTER", "LM_MAP", "LM_SCORE")
 _RETURNS = {"LM_FILTER": "BIGINT", "LM_MAP": "VARCHAR", "LM_SCORE": "BIGINT"}
@@ -36,13 +36,8 @@ _RETURNS = {"LM_FILTER": "BIGINT", "LM_MAP": "VARCHAR", "LM_SCORE": "BIGINT"}
 def _bind(instruction: Any, args: tuple[Any, ...], name: str) -> str:
     if not isinstance(instruction, str):
         raise OperatorError(f"{name} needs the instruction text as its first argument")
-    try:
-        fields = template_fields(instruction)
-    except OperatorError:
-        # a stray brace written by a small model ("{Department} is 'Foreign Language'}") goes, as it
-        # does in plan operators; a still malformed instruction is an error
-        instruction = drop_unmatched_braces(instruction)
-        fields = template_fields(instruction)
+    instruction = repair_braces(instruction)  # as plan operators are; a still malformed one is an error
+    fields = template_fields(instruction)
     if len(fields) != len(args):
         raise OperatorError(
             f"{name}({instruction!r}, ...) has {len(fields)} {{field}}(s) but {len(args)} value argument(s)",
