@@ -1,11 +1,17 @@
-"""Plain greedy decoding vs prompt-lookup decoding (fixed and adaptive draft lengths) on the LLM
-calls `tagql ask` really makes.
+"""Plain greedy decoding vs prompt-lookup decoding on the LLM calls `tagql ask` really makes.
 
 Asks the first N BIRD dev questions of each database once (with the dataset's evidence), records
-every LLM call (SQL generation, repair, answer), then replays each call with both decoders from the
-same starting state (system prefix cached, nothing else), side by side. Reports time per call,
-tokens per second, the speed-up ratio and how often the two outputs are identical (greedy
-verification should make them equal, up to floating-point ties).
+every LLM call (SQL generation, repair, answer), then replays each call, in order, with each decoder
+from the same starting state (system prefix cached, nothing else), side by side:
+
+- ``plain``: one token per step;
+- ``prompt``: drafts from the prompt and the output so far, draft lengths down to 1 (session 5-8
+  default);
+- ``recent``: drafts also from the outputs of the *earlier* calls under the same system prompt, and
+  never shorter than ``MIN_DRAFT`` (the default since session 9).
+
+Reports time per call, tokens per second, the speed-up ratio and how often the outputs are
+identical (greedy verification should make them equal, up to floating-point ties).
 
     python bench/decoding.py --limit 5
 
@@ -34,11 +40,12 @@ from tagql.db import open_database
 from tagql.errors import TagqlError
 from tagql.knowledge import ScoredStatement, StaticStatements
 from tagql.llm import make_llm
+from tagql.llm.lookup import MIN_DRAFT, RecentOutputs
 from tagql.pipeline import TagQL
 
 DATA = Path(os.environ.get("TAGQL_SHARED_DATA", ROOT.parent / "shared" / "data"))
 DBS = ["student_club", "superhero", "toxicology"]
-MODES = ("plain", "fixed", "lookup")  # lookup = adaptive draft lengths (the default); fixed = up to 10 always
+MODES = ("plain", "prompt", "recent")
 
 
 class Recorder:
@@ -82,11 +89,13 @@ def main() -> None:
 
         records = []
         task = progress.add_task("replaying", total=len(calls))
+        memory = RecentOutputs()  # the replayed calls' outputs, for the ``recent`` mode only
         for db_id, i, messages, kw in calls:
             rec = {"db": db_id, "kind": "sql" if i == 0 else "later"}
             for mode in MODES:
                 llm.lookup_decoding = mode != "plain"
-                llm.adaptive_drafts = mode == "lookup"
+                llm.recent = memory if mode == "recent" else RecentOutputs(keep=0)
+                llm.min_draft = MIN_DRAFT if mode == "recent" else 1
                 _rewind_to_system_prefix(llm, messages)
                 before = (llm.lookup.drafted, llm.lookup.accepted)
                 llm.lookup.trace = []
@@ -99,11 +108,11 @@ def main() -> None:
                 llm.lookup.trace = None
             records.append(rec)
             progress.advance(task)
-    llm.lookup_decoding, llm.adaptive_drafts = True, True
+    llm.lookup_decoding, llm.recent, llm.min_draft = True, RecentOutputs(), MIN_DRAFT
 
-    table = Table(title="decoding: plain greedy vs prompt lookup, fixed and adaptive drafts (same calls, same model)")
-    for col in ("calls", "plain s/call", "fixed s/call", "adaptive s/call", "fixed speed-up", "adaptive speed-up",
-                "plain tok/s", "adaptive tok/s", "accepted/drafted fixed", "adaptive", "same output"):
+    table = Table(title="decoding: plain greedy vs prompt lookup, without and with recent outputs (same calls, same model)")
+    for col in ("calls", "plain s/call", "prompt s/call", "recent s/call", "prompt speed-up", "recent speed-up",
+                "plain tok/s", "recent tok/s", "accepted/drafted prompt", "recent", "same output"):
         table.add_column(col, justify="right")
     summary = {}
     for kind in ("sql", "later", "all"):
@@ -122,15 +131,15 @@ def main() -> None:
             s[f"{m}_same_output"] = sum(r["plain"]["text"] == r[m]["text"] for r in rs) / len(rs)
         summary[kind] = s
         table.add_row(f"{kind} ({s['calls']})", *(f"{s[f'{m}_s_per_call']:.2f}" for m in MODES),
-                      f"{s['fixed_speedup']:.2f}x", f"{s['lookup_speedup']:.2f}x", f"{s['plain_tok_s']:.1f}",
-                      f"{s['lookup_tok_s']:.1f}", f"{s['fixed_acceptance']:.2f}", f"{s['lookup_acceptance']:.2f}",
-                      f"{min(s['fixed_same_output'], s['lookup_same_output']):.0%}")
+                      f"{s['prompt_speedup']:.2f}x", f"{s['recent_speedup']:.2f}x", f"{s['plain_tok_s']:.1f}",
+                      f"{s['recent_tok_s']:.1f}", f"{s['prompt_acceptance']:.2f}", f"{s['recent_acceptance']:.2f}",
+                      f"{min(s['prompt_same_output'], s['recent_same_output']):.0%}")
     console.print(table)
-    by_n = Table(title="adaptive drafts by matched n-gram length")
+    by_n = Table(title="drafts with recent outputs, by matched n-gram length")
     for col in ("kind", "n-gram", "drafts", "first token accepted", "mean accepted"):
         by_n.add_column(col, justify="right")
     for kind in ("sql", "later"):
-        drafts = [d for r in records if r["kind"] == kind for d in r["lookup"]["drafts"]]
+        drafts = [d for r in records if r["kind"] == kind for d in r["recent"]["drafts"]]
         for n in sorted({d[0] for d in drafts}):
             ds = [d for d in drafts if d[0] == n]
             by_n.add_row(kind, str(n), str(len(ds)), f"{sum(d[2] > 0 for d in ds) / len(ds):.0%}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tagql.llm.lookup import find_draft, looping, next_draft_length
+from tagql.llm.lookup import SEPARATOR, RecentOutputs, find_draft, looping, next_draft_length
 
 
 def draft_tokens(history, **kw) -> list[int]:
@@ -41,13 +41,31 @@ def test_draft_is_capped() -> None:
         (4, 4, 4, 8),   # all accepted: double
         (8, 8, 8, 10),  # ... up to the cap
         (8, 8, 2, 3),   # partly: one more than the accepted run
-        (4, 4, 0, 2),   # rejected at once: halve
-        (1, 1, 0, 1),   # ... never below one
+        (8, 8, 1, 3),   # ... but never below MIN_DRAFT (a 2-token batch costs nearly as much as 4)
+        (8, 8, 0, 4),   # rejected at once: halve
+        (4, 4, 0, 3),   # ... never below MIN_DRAFT
         (4, 0, 0, 4),   # no draft this step: unchanged
     ],
 )
 def test_draft_length_follows_acceptance(current, drafted, accepted, expected) -> None:
     assert next_draft_length(current, drafted, accepted, max_draft=10) == expected
+
+
+def test_draft_stops_at_a_separator_between_remembered_outputs() -> None:
+    history = np.array([1, 2, 3, 4, SEPARATOR, 9, 9, 1, 2, 3])
+    assert draft_tokens(history, max_draft=5) == [4]
+
+
+def test_recent_outputs_are_kept_per_prompt_and_bounded() -> None:
+    recent = RecentOutputs(keep=2, max_prompts=2)
+    for out in ([1, 2], [3], [4, 5]):
+        recent.add([7, 7], out)
+    recent.add([8], [6])
+    assert recent.history([7, 7]) == [3, SEPARATOR, 4, 5, SEPARATOR]  # the oldest output dropped
+    assert recent.history([8]) == [6, SEPARATOR]
+    recent.add([9], [1])  # a third prompt evicts the least recently used one
+    assert recent.history([7, 7]) == [] and recent.history([8]) == [6, SEPARATOR]
+    RecentOutputs(keep=0).add([1], [2])  # keep=0 remembers nothing (and does not fail)
 
 
 @pytest.mark.model
@@ -77,6 +95,39 @@ def test_lookup_decoding_matches_plain_greedy_on_the_real_model(demo_db_path) ->
     finally:
         llm.lookup_decoding = True
     assert llm.lookup.accepted > before  # the copied names were drafted and accepted
+
+
+@pytest.mark.model
+def test_remembered_outputs_are_drafted_without_changing_the_output() -> None:
+    """A second question on the same schema reuses the first SQL's join clause as drafts; the text is
+    still exactly what plain greedy decoding writes."""
+    from tagql.config import load_settings
+    from tagql.llm import make_llm, system, user
+
+    llm = make_llm(load_settings(), backend="local")
+    schema = ("CREATE TABLE member (member_id TEXT PRIMARY KEY, first_name TEXT, link_to_major TEXT);\n"
+              "CREATE TABLE major (major_id TEXT PRIMARY KEY, major_name TEXT, college TEXT);")
+    head = system(f"You write SQLite SQL for this schema:\n{schema}\nUse the aliases T1 and T2. SQL only.")
+    first = [head, user("Major name of the member named Angela.")]
+    second = [head, user("College of the member named Luisa.")]
+    try:
+        llm.lookup_decoding = False
+        plain = llm.complete(second, max_tokens=80).text
+        llm.lookup_decoding = True
+        llm.recent.clear()
+        llm.complete(first, max_tokens=80)
+        llm.lookup.trace = []
+        remembered = llm.complete(second, max_tokens=80)
+        accepted_with_memory = sum(a for _, _, a in llm.lookup.trace)
+        llm.recent.clear()
+        llm.lookup.trace = []
+        alone = llm.complete(second, max_tokens=80)
+        accepted_alone = sum(a for _, _, a in llm.lookup.trace)
+    finally:
+        llm.lookup_decoding = True
+        llm.lookup.trace = None
+    assert remembered.text == alone.text == plain
+    assert "JOIN" in plain and accepted_with_memory > accepted_alone
 
 
 @pytest.mark.parametrize(("tokens", "expected"), [

@@ -21,7 +21,7 @@ from typing import Any
 
 from tagql.errors import LLMOutputError, LLMUnavailable
 from tagql.llm.base import Completion, Message, Usage
-from tagql.llm.lookup import LookupStats, greedy_generate, looping
+from tagql.llm.lookup import MIN_DRAFT, RECENT_OUTPUTS, LookupStats, RecentOutputs, greedy_generate, looping
 
 _MODELS: dict[tuple[str, int, int, int], Any] = {}
 _MODELS_LOCK = threading.Lock()
@@ -264,6 +264,7 @@ class LocalLLM:
     def __init__(
         self, model_path: Path, *, n_ctx: int = 8192, n_threads: int | None = None, seed: int = 0,
         temperature: float = 0.0, name: str | None = None, lookup_decoding: bool = True,
+        recent_outputs: int = RECENT_OUTPUTS,
     ) -> None:
         self.path = Path(model_path)
         self.name = name or self.path.stem
@@ -272,6 +273,8 @@ class LocalLLM:
         self.lookup_decoding = lookup_decoding
         self.lookup = LookupStats()  # running totals of prompt-lookup drafting
         self.adaptive_drafts = True  # draft lengths follow acceptance (False: always up to 10; for benchmarks)
+        self.min_draft = MIN_DRAFT  # drafts are never cut below this length (1: the pre-floor behaviour)
+        self.recent = RecentOutputs(recent_outputs)  # earlier outputs per system prompt, searched for drafts
         self.usage = Usage()
         self._llama, self._prefixes, self._lock = _load(self.path, n_ctx, n_threads or os.cpu_count() or 2, seed)
         self._formatter, self._prefix_formatter = _formatters(self._llama)
@@ -310,7 +313,7 @@ class LocalLLM:
             for attempt in range(2):
                 try:
                     self._prefixes.ensure(self._llama, prefix, len(tokens) + max_tokens)
-                    text, n_out = self._generate(tokens, max_tokens, stops, g)
+                    text, n_out = self._generate(tokens, prefix, max_tokens, stops, g)
                     break
                 # llama_decode found no room in the KV cache (fragmented by stored prefixes), or a spilled
                 # prefix could not be reloaded: start over from an empty cache once
@@ -326,16 +329,20 @@ class LocalLLM:
         return completion
 
 
-    def _generate(self, tokens: list[int], max_tokens: int, stops: list[str], grammar: Any) -> tuple[str, int]:
-        """(text, generated tokens) after ``tokens``; the caller holds the lock and placed the prefix."""
+    def _generate(
+        self, tokens: list[int], prefix: list[int], max_tokens: int, stops: list[str], grammar: Any,
+    ) -> tuple[str, int]:
+        """(text, number of generated tokens) after ``tokens``; the caller holds the lock and placed the
+        prefix. Outputs are remembered per system prefix as draft material for the next calls."""
         if self.lookup_decoding and self.temperature == 0 and grammar is None:
-            text, n_out, stats = greedy_generate(
+            text, out, stats = greedy_generate(
                 self._llama, tokens, max_tokens=max_tokens, stop=stops,
                 stats=LookupStats(trace=[] if self.lookup.trace is not None else None),
-                adaptive=self.adaptive_drafts,
+                adaptive=self.adaptive_drafts, min_draft=self.min_draft, recent=self.recent.history(prefix),
             )
             self.lookup.add(stats)
-            return text, n_out
+            self.recent.add(prefix, out)
+            return text, len(out)
         from llama_cpp import StoppingCriteriaList
 
         start = len(tokens)
