@@ -107,3 +107,36 @@ def test_reloading_a_spilled_prefix_never_evicts_that_prefix_first() -> None:
     for name in ["heroes", "clubs", "bonds", "heroes", "clubs", "bonds", "heroes"]:
         assert llm.complete(_messages(name, question), max_tokens=40).text == expected[name]
     assert len(llm._prefixes._slots) + len(llm._prefixes._cold) <= 3
+
+
+def test_an_evaluated_prefix_is_reused_from_disk_by_a_new_process(tmp_path) -> None:
+    """The schema prefix's KV state is written once; a process that starts empty reads it instead of
+    evaluating the schema (same output), and a damaged file is evaluated again and rewritten."""
+    from tagql.llm import system, user
+    from tagql.llm.local import _DiskStates
+
+    llm = _llm()
+    prefixes = llm._prefixes
+    kept = prefixes.disk
+    prefixes.disk = _DiskStates(tmp_path)
+    notes = "\n".join(f"-- note {i}: superhero heights are stored in centimetres" for i in range(8))
+    messages = [system(f"You write SQLite SQL for this schema:\n{SCHEMAS['heroes']}\n{notes}\nOutput only the SQL."),
+                user("How many superheroes are taller than 200 cm?")]
+    try:
+        first = _from_scratch(llm, messages)
+        files = list(tmp_path.glob("*.kv"))
+        assert len(files) == 1
+        size = files[0].stat().st_size
+        prefixes.clear(llm._llama)  # what a new process starts with
+        llm._llama.reset()
+        disk_hits, misses = prefixes.disk_hits, prefixes.misses
+        assert llm.complete(messages, max_tokens=40).text == first
+        assert (prefixes.disk_hits, prefixes.misses) == (disk_hits + 1, misses)
+
+        files[0].write_bytes(files[0].read_bytes()[: size // 2])  # cut short
+        prefixes.clear(llm._llama)
+        llm._llama.reset()
+        assert llm.complete(messages, max_tokens=40).text == first
+        assert prefixes.misses == misses + 1 and files[0].stat().st_size == size
+    finally:
+        prefixes.disk = kept

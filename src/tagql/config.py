@@ -47,6 +47,9 @@ class LLMSettings(BaseModel):
     # joins; ~10% faster SQL). Near-ties may then resolve differently depending on what was asked
     # before (2 of 30 SQL in bench/decoding.py); 0 makes each output depend on its prompt only.
     recent_outputs: int = 20
+    # local: keep each evaluated schema prompt's KV state under <cache_dir>/kv/ (~30 MB per 1k tokens),
+    # so the first question on a database in a new process skips its evaluation
+    persist_prefixes: bool = True
     # openai-compatible endpoint
     base_url: str = "http://127.0.0.1:8080/v1"
     api_key: str | None = None  # falls back to $OPENAI_API_KEY

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 from tagql.config import LLMSettings, Settings, load_settings
 from tagql.llm.base import LLM, Completion, Message, Usage, system, user
@@ -34,10 +35,11 @@ def make_llm(
         from tagql.llm.local import LocalLLM
 
         path = resolve_model_path(cfg.model, cache_dir or full.cache_dir, progress)
+        state_dir = Path(cache_dir or full.cache_dir).expanduser() / "kv" if cfg.persist_prefixes else None
         return LocalLLM(
             path, n_ctx=cfg.n_ctx, n_threads=cfg.n_threads, seed=cfg.seed, temperature=cfg.temperature,
             name=cfg.model if cfg.model in PACKS or cfg.model in REQUANTIZED else None, lookup_decoding=cfg.lookup_decoding,
-            recent_outputs=cfg.recent_outputs,
+            recent_outputs=cfg.recent_outputs, state_dir=state_dir,
         )
     from tagql.errors import ConfigError
 
