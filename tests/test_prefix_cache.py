@@ -23,10 +23,14 @@ def _messages(name: str, question: str):
 
 
 def _from_scratch(llm, messages, max_tokens: int = 40) -> str:
-    """The reference: no stored prefix, the whole prompt evaluated anew."""
-    llm._prefixes.clear(llm._llama)
-    llm._llama.reset()
-    return llm.complete(messages, max_tokens=max_tokens).text
+    """The reference: no stored prefix (in RAM or on disk), the whole prompt evaluated anew."""
+    disk, llm._prefixes.disk = llm._prefixes.disk, None
+    try:
+        llm._prefixes.clear(llm._llama)
+        llm._llama.reset()
+        return llm.complete(messages, max_tokens=max_tokens).text
+    finally:
+        llm._prefixes.disk = disk
 
 
 def _llm(**kw):
@@ -123,7 +127,11 @@ def test_an_evaluated_prefix_is_reused_from_disk_by_a_new_process(tmp_path) -> N
     messages = [system(f"You write SQLite SQL for this schema:\n{SCHEMAS['heroes']}\n{notes}\nOutput only the SQL."),
                 user("How many superheroes are taller than 200 cm?")]
     try:
-        first = _from_scratch(llm, messages)
+        reference = _from_scratch(llm, messages)
+        prefixes.clear(llm._llama)
+        llm._llama.reset()
+        first = llm.complete(messages, max_tokens=40).text  # evaluated, then written to disk
+        assert first == reference
         files = list(tmp_path.glob("*.kv"))
         assert len(files) == 1
         size = files[0].stat().st_size
