@@ -159,35 +159,35 @@ class _PrefixStates:
                 self._slots.move_to_end(key)
             return
         ctx = llama._ctx
+        from_disk = False
+        if key not in self._slots and key not in self._cold and self.disk is not None:
+            saved = self.disk.load(prefix)
+            if saved is not None:
+                self._cold[key], from_disk = saved, True
         if key in self._slots or key in self._cold:
-            self.hits += 1
             if key not in self._slots:
                 self._pinned = key  # the spills below must evict other prefixes from RAM, not this one
                 try:
                     self._pack_before(llama, key)
                     self._reload(llama, key)
+                except RuntimeError:
+                    if not from_disk or self.disk is None:
+                        raise  # the caller clears the cache and retries
+                    self.disk.forget(prefix)  # cut short, or written by another llama.cpp build: evaluate
                 finally:
                     self._pinned = None
-            slot = self._slots[key]
-            _seq_rm(ctx, 0, -1, -1)
-            ctx.kv_cache_seq_cp(slot, 0, 0, len(prefix))
-            llama.n_tokens = len(prefix)
-            llama._input_ids[: len(prefix)] = prefix
-            self._slots.move_to_end(key)
-            return
-        if self.disk is not None:
-            saved = self.disk.load(prefix)
-            if saved is not None:
-                self._cold[key] = saved
-                try:
-                    self.ensure(llama, prefix, total)
-                except RuntimeError:  # written by another llama.cpp build or cut short: evaluate instead
-                    self._cold.pop(key, None)
-                    self.disk.forget(prefix)
-                else:
+            if key in self._slots:
+                if from_disk:
                     self.disk_hits += 1
-                    self.hits -= 1  # counted as a disk hit, not a RAM one
-                    return
+                else:
+                    self.hits += 1
+                slot = self._slots[key]
+                _seq_rm(ctx, 0, -1, -1)
+                ctx.kv_cache_seq_cp(slot, 0, 0, len(prefix))
+                llama.n_tokens = len(prefix)
+                llama._input_ids[: len(prefix)] = prefix
+                self._slots.move_to_end(key)
+                return
         self.misses += 1
         self._pack_before(llama, key)
         llama.reset()
