@@ -148,3 +148,20 @@ def test_an_evaluated_prefix_is_reused_from_disk_by_a_new_process(tmp_path) -> N
         assert prefixes.misses == misses + 1 and files[0].stat().st_size == size
     finally:
         prefixes.disk = kept
+
+
+def test_disk_states_are_readable_by_their_owner_only(tmp_path) -> None:
+    """A state encodes its prompt (schema and sample values of a database): files are written 0600."""
+    import stat
+
+    from tagql.llm.local import _DiskStates
+
+    disk = _DiskStates(tmp_path / "kv")
+    prefix = list(range(100))
+    disk.save(prefix, b"state bytes")
+    (f,) = (tmp_path / "kv").glob("*.kv")
+    assert stat.S_IMODE(f.stat().st_mode) == 0o600
+    assert disk.load(prefix) == b"state bytes"
+    assert disk.load(prefix[:10]) is None  # too short to be worth a file
+    disk.forget(prefix)
+    assert disk.load(prefix) is None

@@ -302,9 +302,11 @@ class _DiskStates:
             return
         f = self._file(prefix)
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             tmp = f.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(state)
+            # owner-only: the state encodes the prompt, i.e. the schema and sample values of the database
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+                out.write(state)
             tmp.replace(f)
             files = sorted(self.folder.glob("*.kv"), key=lambda p: p.stat().st_mtime)
             for old in files[: max(0, len(files) - self.max_files)]:
