@@ -24,13 +24,13 @@ def _messages(name: str, question: str):
 
 def _from_scratch(llm, messages, max_tokens: int = 40) -> str:
     """The reference: no stored prefix (in RAM or on disk), the whole prompt evaluated anew."""
-    disk, llm._prefixes.disk = llm._prefixes.disk, None
+    disk, llm._disk = llm._disk, None
     try:
         llm._prefixes.clear(llm._llama)
         llm._llama.reset()
         return llm.complete(messages, max_tokens=max_tokens).text
     finally:
-        llm._prefixes.disk = disk
+        llm._disk = disk
 
 
 def _llm(**kw):
@@ -121,33 +121,39 @@ def test_an_evaluated_prefix_is_reused_from_disk_by_a_new_process(tmp_path) -> N
 
     llm = _llm()
     prefixes = llm._prefixes
-    kept = prefixes.disk
-    prefixes.disk = _DiskStates(tmp_path)
+    llm._disk = _DiskStates(tmp_path)
     notes = "\n".join(f"-- note {i}: superhero heights are stored in centimetres" for i in range(8))
     messages = [system(f"You write SQLite SQL for this schema:\n{SCHEMAS['heroes']}\n{notes}\nOutput only the SQL."),
                 user("How many superheroes are taller than 200 cm?")]
-    try:
-        reference = _from_scratch(llm, messages)
-        prefixes.clear(llm._llama)
-        llm._llama.reset()
-        first = llm.complete(messages, max_tokens=40).text  # evaluated, then written to disk
-        assert first == reference
-        files = list(tmp_path.glob("*.kv"))
-        assert len(files) == 1
-        size = files[0].stat().st_size
-        prefixes.clear(llm._llama)  # what a new process starts with
-        llm._llama.reset()
-        disk_hits, misses = prefixes.disk_hits, prefixes.misses
-        assert llm.complete(messages, max_tokens=40).text == first
-        assert (prefixes.disk_hits, prefixes.misses) == (disk_hits + 1, misses)
+    reference = _from_scratch(llm, messages)
+    prefixes.clear(llm._llama)
+    llm._llama.reset()
+    first = llm.complete(messages, max_tokens=40).text  # evaluated, then written to disk
+    assert first == reference
+    files = list(tmp_path.glob("*.kv"))
+    assert len(files) == 1
+    size = files[0].stat().st_size
+    prefixes.clear(llm._llama)  # what a new process starts with
+    llm._llama.reset()
+    disk_hits, misses = prefixes.disk_hits, prefixes.misses
+    assert llm.complete(messages, max_tokens=40).text == first
+    assert (prefixes.disk_hits, prefixes.misses) == (disk_hits + 1, misses)
 
-        files[0].write_bytes(files[0].read_bytes()[: size // 2])  # cut short
-        prefixes.clear(llm._llama)
-        llm._llama.reset()
-        assert llm.complete(messages, max_tokens=40).text == first
-        assert prefixes.misses == misses + 1 and files[0].stat().st_size == size
-    finally:
-        prefixes.disk = kept
+    files[0].write_bytes(files[0].read_bytes()[: size // 2])  # cut short
+    prefixes.clear(llm._llama)
+    llm._llama.reset()
+    assert llm.complete(messages, max_tokens=40).text == first
+    assert prefixes.misses == misses + 1 and files[0].stat().st_size == size
+
+    # another LocalLLM of the same loaded model, without a state folder, neither reads nor writes one
+    other = _llm()
+    other._prefixes.clear(other._llama)
+    other._llama.reset()
+    hits = prefixes.disk_hits
+    assert other.complete(messages, max_tokens=40).text == first
+    assert prefixes.disk_hits == hits
+    assert other.complete([system(messages[0].content + "\n-- one more note"), messages[1]], max_tokens=40).text
+    assert len(list(tmp_path.glob("*.kv"))) == 1
 
 
 def test_disk_states_are_readable_by_their_owner_only(tmp_path) -> None:

@@ -141,14 +141,14 @@ class _PrefixStates:
         self._slots: OrderedDict[tuple[int, ...], int] = OrderedDict()  # hot: prefix -> sequence id
         self._cold: OrderedDict[tuple[int, ...], bytes] = OrderedDict()  # spilled: prefix -> sequence state
         self._pinned: tuple[int, ...] | None = None  # a spilled prefix being reloaded: never evicted
-        self.disk: _DiskStates | None = None  # evaluated prefixes kept across processes (see LocalLLM)
         self.hits = 0
         self.misses = 0
         self.disk_hits = 0
 
-    def ensure(self, llama: Any, prefix: list[int], total: int | None = None) -> None:
+    def ensure(self, llama: Any, prefix: list[int], total: int | None = None, disk: _DiskStates | None = None) -> None:
         """Make sequence 0 hold ``prefix`` (copying, reloading or evaluating it) unless it already does,
-        with room left in the cache for ``total`` tokens of prompt + output."""
+        with room left in the cache for ``total`` tokens of prompt + output. With ``disk``, a prefix
+        not in RAM is read from there, and an evaluated one is written there."""
         key = tuple(prefix)
         self._make_room(llama, key, total if total is not None else len(prefix))
         if len(prefix) == 0:
@@ -160,8 +160,8 @@ class _PrefixStates:
             return
         ctx = llama._ctx
         from_disk = False
-        if key not in self._slots and key not in self._cold and self.disk is not None:
-            saved = self.disk.load(prefix)
+        if key not in self._slots and key not in self._cold and disk is not None:
+            saved = disk.load(prefix)
             if saved is not None:
                 self._cold[key], from_disk = saved, True
         if key in self._slots or key in self._cold:
@@ -171,9 +171,9 @@ class _PrefixStates:
                     self._pack_before(llama, key)
                     self._reload(llama, key)
                 except RuntimeError:
-                    if not from_disk or self.disk is None:
+                    if not from_disk or disk is None:
                         raise  # the caller clears the cache and retries
-                    self.disk.forget(prefix)  # cut short, or written by another llama.cpp build: evaluate
+                    disk.forget(prefix)  # cut short, or written by another llama.cpp build: evaluate
                 finally:
                     self._pinned = None
             if key in self._slots:
@@ -196,8 +196,8 @@ class _PrefixStates:
         _seq_rm(ctx, slot, -1, -1)  # a free sequence holds no cells (stale ones would be saved with it)
         ctx.kv_cache_seq_cp(0, slot, 0, len(prefix))
         self._slots[key] = slot
-        if self.disk is not None:
-            self.disk.save(prefix, _seq_state(llama, slot))
+        if disk is not None:
+            disk.save(prefix, _seq_state(llama, slot))
 
     def _free_slot(self, llama: Any) -> int:
         if len(self._slots) >= self.hot:
@@ -355,12 +355,13 @@ class LocalLLM:
         self.recent = RecentOutputs(recent_outputs)  # earlier outputs per system prompt, searched for drafts
         self.usage = Usage()
         self._llama, self._prefixes, self._lock = _load(self.path, n_ctx, n_threads or os.cpu_count() or 2, seed)
-        if state_dir is not None and self._prefixes.disk is None:
+        self._disk: _DiskStates | None = None  # evaluated system prefixes kept across processes
+        if state_dir is not None:
             import llama_cpp
 
             stat = self.path.stat()
             stamp = f"{self.path.stem}-{stat.st_size}-{stat.st_mtime_ns}-llama-cpp-{llama_cpp.__version__}"
-            self._prefixes.disk = _DiskStates(Path(state_dir) / stamp)
+            self._disk = _DiskStates(Path(state_dir) / stamp)
         self._formatter, self._prefix_formatter = _formatters(self._llama)
 
     @property
@@ -396,7 +397,7 @@ class LocalLLM:
         with self._lock:
             for attempt in range(2):
                 try:
-                    self._prefixes.ensure(self._llama, prefix, len(tokens) + max_tokens)
+                    self._prefixes.ensure(self._llama, prefix, len(tokens) + max_tokens, self._disk)
                     text, n_out = self._generate(tokens, prefix, max_tokens, stops, g)
                     break
                 # llama_decode found no room in the KV cache (fragmented by stored prefixes), or a spilled
@@ -481,7 +482,7 @@ class LocalLLM:
         n_out = 0
         with self._lock:
             llama = self._llama
-            self._prefixes.ensure(llama, prefix, len(tokens) + 6 * slots + 2)
+            self._prefixes.ensure(llama, prefix, len(tokens) + 6 * slots + 2, self._disk)
             keep = min(_common_prefix(llama.input_ids[: llama.n_tokens].tolist(), tokens), len(tokens) - 1)
             llama.n_tokens = keep
             llama.eval(tokens[keep:])  # at least the last prompt token, so its logits exist
