@@ -40,7 +40,7 @@ from tagql.db import open_database
 from tagql.errors import TagqlError
 from tagql.knowledge import ScoredStatement, StaticStatements
 from tagql.llm import make_llm
-from tagql.llm.lookup import SEPARATOR, find_draft, next_draft_length
+from tagql.llm.lookup import RecentOutputs, find_draft, next_draft_length
 from tagql.pipeline import TagQL
 
 DATA = Path(os.environ.get("TAGQL_SHARED_DATA", ROOT.parent / "shared" / "data"))
@@ -54,8 +54,8 @@ class Policy:
     def __init__(self, *, min_draft: int = 1, recent: int = 0, first: int = 4, max_draft: int = 10) -> None:
         self.min_draft, self.recent, self.first, self.max_draft = min_draft, recent, first, max_draft
 
-    def replay(self, prompt: list[int], out: list[int], memory: list[list[int]], cost: list[float]) -> float:
-        past = [t for o in memory[-self.recent:] for t in (*o, SEPARATOR)] if self.recent else []
+    def replay(self, prompt: list[int], out: list[int], past: list[int], cost: list[float]) -> float:
+        """Decode time of one call; ``past`` is :meth:`RecentOutputs.history` of the earlier calls."""
         hist = np.array(past + prompt + out, dtype=np.int64)
         base, i, total, length = len(past) + len(prompt), 0, 0.0, self.first
         while i < len(out):  # out[i] is chosen and about to be evaluated with a draft after it
@@ -83,9 +83,9 @@ POLICIES = {
 
 def batch_costs(llm, repeats: int = 4) -> list[float]:
     """Milliseconds to evaluate a batch of b = 1..16 tokens after a 1,800-token context."""
-    llama = llm._llama  # noqa: SLF001 - a benchmark of the backend itself
-    with llm._lock:  # noqa: SLF001
-        llm._prefixes.clear(llama)  # noqa: SLF001
+    llama = llm._llama
+    with llm._lock:
+        llm._prefixes.clear(llama)
         llama.reset()
         context = llama.tokenize((ROOT / "README.md").read_bytes(), add_bos=False)[:1800]
         llama.eval(context)
@@ -96,7 +96,7 @@ def batch_costs(llm, repeats: int = 4) -> list[float]:
             times = []
             for _ in range(repeats):
                 llama.n_tokens = base
-                llama._ctx.kv_cache_seq_rm(-1, base, -1)  # noqa: SLF001
+                llama._ctx.kv_cache_seq_rm(-1, base, -1)
                 t = time.perf_counter()
                 llama.eval(extra[:b])
                 times.append(time.perf_counter() - t)
@@ -116,9 +116,9 @@ def record(llm, settings, start: int, limit: int, progress: Progress) -> list[di
 
         def complete(self, messages, **kw):
             reply = llm.complete(messages, **kw)
-            _, tokens, _ = llm._prompt(messages, kw.get("max_tokens", 256))  # noqa: SLF001
+            _, tokens, _ = llm._prompt(messages, kw.get("max_tokens", 256))
             calls.append({"db": db_id, "condition": condition, "kind": "sql" if self.first else "later",
-                          "prompt": tokens, "out": llm._tokenize(reply.text)})  # noqa: SLF001
+                          "prompt": tokens, "out": llm._tokenize(reply.text)})
             self.first = False
             return reply
 
@@ -158,11 +158,12 @@ def main() -> None:
     results = {}
     for name, policy in POLICIES.items():
         per_kind: dict[str, list[float]] = {"sql": [], "later": []}
-        memory: dict[tuple[str, str], list[list[int]]] = {}
+        memory = RecentOutputs(keep=policy.recent)  # the shipped memory, keyed by (database, kind of call)
+        kinds: dict[tuple[str, str], list[int]] = {}  # ... as a one-token stand-in for the system prompt
         for c in calls:  # in asking order: memory holds the outputs of earlier calls only
-            key = (c["db"] if c["kind"] == "sql" else "", c["kind"])
-            per_kind[c["kind"]].append(policy.replay(c["prompt"], c["out"], memory.get(key, []), cost))
-            memory.setdefault(key, []).append(c["out"])
+            key = kinds.setdefault((c["db"] if c["kind"] == "sql" else "", c["kind"]), [len(kinds)])
+            per_kind[c["kind"]].append(policy.replay(c["prompt"], c["out"], memory.history(key), cost))
+            memory.add(key, c["out"])
         results[name] = {k: float(np.mean(v)) for k, v in per_kind.items() if v}
     plain = results["plain"]
     table = Table(title=f"draft policies, offline replay of {len(calls)} recorded calls (decode time per call)")
