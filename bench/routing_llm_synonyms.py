@@ -30,15 +30,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers of the bench/ scripts
 
 from rich.progress import Progress
-from spider_train_halves import spider_train_halves
+from spider_train_halves import lexicon_tuning_set, recall_columns, route_with_lexicon
 
 from tagql.config import load_settings
 from tagql.llm import make_llm
 from tagql.llm.base import LLM, Message, system, user
 from tagql.routing.collection import Collection
 from tagql.routing.lexicon import related_schema_words
-from tagql.routing.metrics import Gold, gold_tables, summarize
-from tagql.routing.synonyms import mine_synonyms, mined_reverse
+from tagql.routing.synonyms import mined_reverse
 from tagql.routing.text import STOP_WORDS, stem
 from tagql.routing.wordnet import load_wordnet
 
@@ -169,12 +168,9 @@ def main() -> None:
           f"({60 * new_words / gen_s if new_words and gen_s else 0:.0f} words/min); "
           f"{sum(1 for v in synonyms.values() if v)} with alternatives", flush=True)
 
-    train, half_a, test = spider_train_halves(args.questions)
-    mined_a = mined_reverse(router.cfg.mined_min_count, synonyms=mine_synonyms([e for e in train if e["db_id"] in half_a]))
-    tables = {db: coll.schema(db).table_names for db in coll.databases}
-    golds = [Gold(e["db_id"], gold_tables(e["query"], tables[e["db_id"]])) for e in test]
-    sets = {"plain": [e["SpiderQuestion"] for e in test], "syn": [e["SpiderSynQuestion"] for e in test]}
+    golds, sets, mined = lexicon_tuning_set(coll, args.questions)
     cfg = router.cfg
+    mined_a = mined_reverse(cfg.mined_min_count, synonyms=mined)
     wordnet = related_schema_words(words, load_wordnet(), {"synonym": cfg.wordnet_synonym,
                                                             "hypernym": cfg.wordnet_hypernym}, senses=cfg.wordnet_senses)
 
@@ -203,15 +199,13 @@ def main() -> None:
         variants[f"+ LLM words {w} + phrases"] = lexicon(merged(w), {**phrases, **mined_a})
     for w in (0.2, 0.4):
         variants[f"+ LLM words {w}, unknown words only"] = lexicon(merged(w, unknown_only=True), mined_a)
-    results: dict = {"collection": args.collection, "questions": len(test), "schema_words": len(words),
+    results: dict = {"collection": args.collection, "questions": len(golds), "schema_words": len(words),
                      "generated_now": new_words, "generation_s": round(gen_s, 1), "model": llm.name, "variants": {}}
     print(f"{'variant':<42}{'plain R@1':>10}{'syn R@1':>10}{'plain R@5':>10}{'syn R@5':>10}", flush=True)
     for name, lx in variants.items():
-        router.lexicon = lx
-        row = {s: summarize(router.route_many(qs, k=20), golds) for s, qs in sets.items()}
+        row = route_with_lexicon(router, lx, sets, golds)
         results["variants"][name] = row
-        print(f"{name:<42}{row['plain']['db_r@1']:>10}{row['syn']['db_r@1']:>10}{row['plain']['db_r@5']:>10}"
-              f"{row['syn']['db_r@5']:>10}", flush=True)
+        print(f"{name:<42}{recall_columns(row)}", flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)

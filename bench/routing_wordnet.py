@@ -20,13 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers of the bench/ scripts
 
-from spider_train_halves import spider_train_halves
+from spider_train_halves import lexicon_tuning_set, recall_columns, route_with_lexicon
 
 from tagql.config import load_settings
 from tagql.routing.collection import Collection
 from tagql.routing.lexicon import related_schema_words
-from tagql.routing.metrics import Gold, gold_tables, summarize
-from tagql.routing.synonyms import mine_synonyms, mined_reverse
+from tagql.routing.synonyms import mined_reverse
 from tagql.routing.wordnet import load_wordnet
 
 OUT = Path(__file__).resolve().parent / "results" / "routing_wordnet.json"
@@ -63,39 +62,29 @@ def main() -> None:
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
 
-    train, half_a, test = spider_train_halves(args.questions)
-    mined_a = mine_synonyms([e for e in train if e["db_id"] in half_a])
-
     coll = Collection.load(args.collection, load_settings())
     router = coll.router("ours")
     lex = router.lexicon
-    lex_words = lex.words
-    tables = {db: coll.schema(db).table_names for db in coll.databases}
-    golds = [Gold(e["db_id"], gold_tables(e["query"], tables[e["db_id"]])) for e in test]
-    sets = {"plain": [e["SpiderQuestion"] for e in test], "syn": [e["SpiderSynQuestion"] for e in test]}
+    golds, sets, mined_a = lexicon_tuning_set(coll, args.questions)
     # the mined substitutions from half A, as the built lexicon would hold them
     base = type(lex)(lex.words, lex.vecs, lex.embed, threshold=lex.threshold, top=lex.top,
                      mined=mined_reverse(router.cfg.mined_min_count, synonyms=mined_a),
                      mined_weight=lex.mined_weight)
     base.cache = lex.cache
     wn = load_wordnet()
-    results: dict = {"collection": args.collection, "questions": len(test), "mined_half_a": len(mined_a),
+    results: dict = {"collection": args.collection, "questions": len(golds), "mined_half_a": len(mined_a),
                      "variants": {}}
     print(f"{'variant':<34}{'plain R@1':>10}{'syn R@1':>10}{'plain R@5':>10}{'syn R@5':>10}{'build s':>9}",
           flush=True)
     for name in args.variants.split(","):
         weights, senses = VARIANTS[name]
         t = time.perf_counter()
-        base.related = related_schema_words(lex_words, wn, weights, senses=senses) if weights else {}
+        base.related = related_schema_words(lex.words, wn, weights, senses=senses) if weights else {}
         build_s = time.perf_counter() - t
-        router.lexicon = base
         row = {"weights": weights, "senses": senses, "build_s": round(build_s, 2),
-               "related_keys": len(base.related)}
-        for s, qs in sets.items():
-            row[s] = summarize(router.route_many(qs, k=20), golds)
+               "related_keys": len(base.related), **route_with_lexicon(router, base, sets, golds)}
         results["variants"][name] = row
-        print(f"{name:<34}{row['plain']['db_r@1']:>10}{row['syn']['db_r@1']:>10}{row['plain']['db_r@5']:>10}"
-              f"{row['syn']['db_r@5']:>10}{build_s:>9.2f}", flush=True)
+        print(f"{name:<34}{recall_columns(row)}{build_s:>9.2f}", flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
     print(f"wrote {args.out}", file=sys.stderr)
