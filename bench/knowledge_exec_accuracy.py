@@ -12,6 +12,8 @@ the score gap, :func:`tagql.knowledge.retrieval.gap_k`, at most 4) or ``method/a
 retriever's own choice, as in ``tagql ask``: at most ``DEFAULT_K`` statements above the method's
 score floor, possibly none). ``gold`` (IN set only) gives the question's own DBA-screened
 structured statements: oracle retrieval, in the same format as retrieved ones.
+``--statement-style`` picks how statements frame the question in the SQL prompt (``external``, the
+default, or the paper's ``paper`` list); a record is reused only under the style it was made with.
 
 Fixed subset: per database and split, the first ``--per-db`` questions after a shuffle with
 ``--seed`` (default 0). Questions run in an interleaved order (question 0 of every database and
@@ -96,10 +98,15 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "knowledge_exec_accuracy.json")
     ap.add_argument("--partial", type=Path, default=None,
                     help="record stream to append to / resume from (default <out>.partial.jsonl)")
+    ap.add_argument("--statement-style", choices=["external", "paper"], default=None,
+                    help="how statements frame the question in the SQL prompt (default: the setting)")
     ap.add_argument("--summarise-only", action="store_true", help="summarise the records in the --partial file")
     a = ap.parse_args()
     partial_path = a.partial or a.out.with_name(a.out.name + ".partial.jsonl")
     settings = load_settings()
+    if a.statement_style:
+        settings.answer.statement_style = a.statement_style
+    style = settings.answer.statement_style
     t0 = time.time()
     if a.summarise_only:
         summarise(list(read_partial(partial_path).values()), a, settings, t0)
@@ -115,7 +122,8 @@ def main() -> None:
         db = open_database(a.data / "bird" / "dev_databases" / dbname / f"{dbname}.sqlite", settings=settings.db)
         kb, _ = import_database(a.data, dbname, a.stores / f"{dbname}.kb")
         rets = {c: retriever(kb, c) for c in a.conditions if c not in REFERENCES}
-        synth = QuerySynthesizer(db, llm, max_tokens=settings.answer.max_sql_tokens, retries=settings.answer.sql_retries)
+        synth = QuerySynthesizer(db, llm, max_tokens=settings.answer.max_sql_tokens, retries=settings.answer.sql_retries,
+                                  statement_style=settings.answer.statement_style)
         qs = {split: questions(a.data, dbname, split, a.per_db, a.seed) for split in a.splits}
         setup[dbname] = (db, rets, synth, qs)
     a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -137,7 +145,8 @@ def main() -> None:
                             stmts = rets[cond].retrieve(item["question"], None if cond == "all" else k_of(cond, a.k))
                         keys = statement_keys(stmts)
                         old = done.get((dbname, split, qi, cond))
-                        if old and old["question"] == item["question"] and old.get("statement_keys") == keys:
+                        if old and old["question"] == item["question"] and old.get("statement_keys") == keys \
+                                and (not stmts or old.get("statement_style", "paper") == style):
                             reused += 1
                             continue
                         t = time.time()
@@ -148,7 +157,7 @@ def main() -> None:
                             ok, sql, err = False, "", exc.one_line()
                         rec = {"db": dbname, "split": split, "i": qi, "condition": cond,
                                "question": item["question"], "correct": ok, "sql": sql, "error": err,
-                               "statements": len(stmts), "statement_keys": keys,
+                               "statements": len(stmts), "statement_keys": keys, "statement_style": style,
                                "scores": [s.score for s in stmts], "model": settings.llm.model,
                                "seconds": round(time.time() - t, 1)}
                         done[(dbname, split, qi, cond)] = rec

@@ -60,8 +60,11 @@ def test_prompt_has_schema_first_then_question_and_statements(db_file: Path) -> 
     answer = tq.ask("How many tall heroes are there?")
     sql_prompt = tq.llm.prompts[0]
     assert sql_prompt[0].role == "system" and "CREATE TABLE superhero (" in sql_prompt[0].content
-    assert sql_prompt[1].content.startswith("Query: How many tall heroes are there?")
-    assert "- 'tall heroes' refers to superhero.height_cm > 200" in sql_prompt[1].content
+    # the statements come first, as BIRD's "External Knowledge" lines, then the question
+    assert sql_prompt[1].content.startswith(
+        "-- External Knowledge: 'tall heroes' refers to superhero.height_cm > 200\n"
+        "-- Using valid SQLite and understanding External Knowledge, answer the following question for the "
+        "tables provided above.\nQuery: How many tall heroes are there?\n")
     assert sql_prompt[0].content.endswith("generate a single SQL in SQLite format. Do not include any extra text, "
                                           "tag or information other than the SQL query itself.")
     assert sql_prompt[1].content.endswith("\nSQL:")
@@ -70,6 +73,30 @@ def test_prompt_has_schema_first_then_question_and_statements(db_file: Path) -> 
     assert answer.values == [69] and answer.answer == "There are 69."
     assert [s.text for s in answer.statements] == ["tall heroes"]
     assert answer.tokens["calls"] == 2
+
+
+def test_paper_statement_style_lists_statements_after_the_question(db_file: Path) -> None:
+    settings = load_settings()
+    settings.answer.statement_style = "paper"
+    statements = StaticStatements([ScoredStatement("tall heroes", "superhero.height_cm > 200", 0.9),
+                                   ScoredStatement("blue eyes", "colour.colour = 'Blue'", 0.5)])
+    llm = ScriptedLLM(["SELECT COUNT(*) FROM superhero WHERE height_cm > 200", "There are 69."])
+    TagQL(open_database(db_file), llm, settings=settings, knowledge=statements).ask("How many tall heroes are there?")
+    assert llm.prompts[0][1].content == (
+        "Query: How many tall heroes are there?\n"
+        "Domain Knowledge statements, some of which might or might not be useful to generate the query:\n"
+        "- 'tall heroes' refers to superhero.height_cm > 200\n- 'blue eyes' refers to colour.colour = 'Blue'\nSQL:")
+
+
+def test_without_statements_both_styles_ask_the_bare_question(db_file: Path) -> None:
+    prompts = []
+    for style in ("external", "paper"):
+        settings = load_settings()
+        settings.answer.statement_style = style
+        llm = ScriptedLLM(["SELECT COUNT(*) FROM superhero", "There are 750."])
+        TagQL(open_database(db_file), llm, settings=settings).ask("How many heroes are there?")
+        prompts.append(llm.prompts[0][1].content)
+    assert prompts == ["Query: How many heroes are there?\nSQL:"] * 2
 
 
 def test_unknown_column_is_repaired_with_the_error_message(db_file: Path) -> None:

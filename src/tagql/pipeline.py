@@ -68,7 +68,7 @@ class TagQL:
         self.knowledge_k = knowledge_k
         self.synthesizer = QuerySynthesizer(
             db, llm, max_tokens=self.settings.answer.max_sql_tokens, retries=self.settings.answer.sql_retries,
-            prompt_schema=prompt_schema,
+            prompt_schema=prompt_schema, statement_style=self.settings.answer.statement_style,
         )
 
     @property

@@ -3,6 +3,8 @@ llama.cpp reuses its processed prefix across both calls and across questions on 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from tagql.knowledge import ScoredStatement
 
 DIALECT_NAMES = {
@@ -28,9 +30,28 @@ def system_prompt(db_name: str, schema_text: str, dialect: str = "sqlite") -> st
     )
 
 
-def sql_user_prompt(question: str, statements: list[ScoredStatement]) -> str:
-    parts = [f"Query: {question}"]
-    if statements:
+StatementStyle = Literal["external", "paper"]
+
+
+def sql_user_prompt(
+    question: str, statements: list[ScoredStatement], *, style: StatementStyle = "external", dialect: str = "sqlite",
+) -> str:
+    """The question, preceded by its domain statements (each rendered "'text' refers to sql").
+
+    ``external`` (default) frames the statements as BIRD's "External Knowledge" comment lines, the
+    layout Qwen2.5-Coder answers best with: on 90 BIRD IN questions it lifted execution accuracy with
+    retrieved statements from 48.9 to 56.7 % and with the gold statements from 55.6 to 60.0 %
+    (docs/benchmarks.md). ``paper`` is the domain-knowledge paper's wording. Without statements both
+    are the same prompt."""
+    parts = []
+    if statements and style == "external":
+        parts.append("-- External Knowledge: " + "; ".join(s.render() for s in statements))
+        parts.append(
+            f"-- Using valid {dialect_name(dialect)} and understanding External Knowledge, answer the following "
+            "question for the tables provided above."
+        )
+    parts.append(f"Query: {question}")
+    if statements and style == "paper":
         listed = "\n".join(f"- {s.render()}" for s in statements)
         parts.append(
             "Domain Knowledge statements, some of which might or might not be useful to generate the query:\n"

@@ -116,12 +116,14 @@ class QuerySynthesizer:
 
     def __init__(
         self, db: Database, llm: LLM, *, max_tokens: int = 384, retries: int = 1, prompt_schema: Schema | None = None,
+        statement_style: prompts.StatementStyle = "external",
     ) -> None:
         self.db = db
         self.llm = llm
         self.max_tokens = max_tokens
         self.retries = retries
         self.prompt_schema = prompt_schema
+        self.statement_style = statement_style
 
     def system_message(self) -> Message:
         schema = self.prompt_schema or self.db.schema
@@ -130,7 +132,9 @@ class QuerySynthesizer:
     def run(self, question: str, statements: list[ScoredStatement] | None = None) -> QueryOutcome:
         messages = [
             self.system_message(),
-            user(prompts.sql_user_prompt(question, statements or [])),
+            user(prompts.sql_user_prompt(
+                question, statements or [], style=self.statement_style, dialect=self.db.dialect,
+            )),
         ]
         attempts: list[Attempt] = []
         llm_s = exec_s = 0.0
