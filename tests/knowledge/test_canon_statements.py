@@ -25,6 +25,12 @@ def test_numbers_and_dates_share_one_placeholder():
         ("'State their age' refres to AGE(x)", "State their age", "AGE(x)"),
         ("'List the long name of teams' to Team.team_long_name", "List the long name of teams", "Team.team_long_name"),
         ("\"Serra Angel\" refers to cards.name = 'Serra Angel'", "Serra Angel", "cards.name = 'Serra Angel'"),
+        # an apostrophe written as it reads would leave the string open: it is doubled
+        ("'the event Women's Soccer' refers to event.event_name = 'Women's Soccer'",
+         "the event Women's Soccer", "event.event_name = 'Women''s Soccer'"),
+        ("'O''Brien' refers to t.name = 'O''Brien'", "O''Brien", "t.name = 'O''Brien'"),
+        ("'card Ancestor's Chosen' refers to cards.name = \"Ancestor's Chosen\"", "card Ancestor's Chosen",
+         "cards.name = \"Ancestor's Chosen\""),
     ],
 )
 def test_parse_structured_variants(raw, text, sql):

@@ -31,6 +31,21 @@ class Structured:
         return f"'{self.text}' refers to {self.sql}" if self.sql else self.text
 
 
+_DOUBLE_QUOTED = re.compile(r'"[^"]*"')
+_INNER_APOSTROPHE = re.compile(r"(?<=[A-Za-z])'(?=[A-Za-z])")
+
+
+def _escape_apostrophes(sql: str) -> str:
+    """``= 'Women's Soccer'`` -> ``= 'Women''s Soccer'``: DBAs write the apostrophe of a stored value
+    as it reads, which leaves the string open (and the model copies the broken literal). Only when
+    the single quotes outside double-quoted names do not pair up, and only quotes between letters."""
+    outside = _DOUBLE_QUOTED.sub("", sql)
+    if outside.count("'") % 2 == 0:
+        return sql
+    parts = re.split(r'("[^"]*")', sql)  # odd indexes are double-quoted spans, left as they are
+    return "".join(p if i % 2 else _INNER_APOSTROPHE.sub("''", p) for i, p in enumerate(parts))
+
+
 def _clean_text(text: str) -> str:
     text = " ".join(text.split())
     text = text.strip().rstrip(",:;")
@@ -52,7 +67,7 @@ def parse_structured(statement: str) -> Structured:
         left, right = s[: m2.start() + 1], s[m2.end():]
     else:
         left, right = s[: m.start()], s[m.end():]
-    text, sql = _clean_text(left), right.strip().rstrip(".").strip()
+    text, sql = _clean_text(left), _escape_apostrophes(right.strip().rstrip(".").strip())
     if not text or not sql:
         raise StatementError(f"structured statement lacks a text or an SQL part: {s[:80]!r}")
     return Structured(text, sql)
