@@ -11,6 +11,12 @@ Variants:
 * ``column``: one call per value, the prompt shows the column and the raw value next to the claim;
 * ``negation``: the default judge on the claim and on "It is not true that <claim>"; a value passes when
   the first is yes and the second no (2 calls per value; small models say yes too easily).
+* ``prob``: the default prompt's P(yes) from the token probabilities (local backend), yes above 0.5;
+* ``prob-cc``: the same P(yes), contextually calibrated without labels: yes when its odds beat those
+  of the same claim filled with content-free values (``N/A``, empty, ``[value]``; 3 extra calls per
+  criterion);
+* ``prob-loco``: the same P(yes), yes above a threshold chosen leave-one-criterion-out (the threshold
+  with the best mean F1 on the other 7 criteria; labels of the criterion judged are never used).
 
     python bench/tag_judge.py                 # all criteria, all variants
     python bench/tag_judge.py --variants statement,column
@@ -51,7 +57,23 @@ CRITERIA = [  # (db, SQL for the distinct values, column, instruction, the value
     ("student_club", "SELECT DISTINCT major_name FROM major", "major_name",
      "{major_name} is a foreign language", devset.LANGUAGE_MAJORS),
 ]
-VARIANTS = ("statement", "batch8", "column", "negation")
+VARIANTS = ("statement", "batch8", "column", "negation", "prob", "prob-cc", "prob-loco")
+PROB_VARIANTS = ("prob", "prob-cc", "prob-loco")
+CONTENT_FREE = ("N/A", "", "[value]")  # contextual calibration's content-free fillers (Zhao et al., 2021)
+THRESHOLDS = [round(0.05 * i, 2) for i in range(1, 20)]
+
+
+def p_yes(llm, claim: str) -> float:
+    """P(yes) of the default judge prompt, over the replies its grammar allows (yes/Yes/no/No)."""
+    from tagql.tag.operators import judge_messages
+
+    p = llm.choice_probs(judge_messages(claim), ["yes", "Yes", "no", "No"])
+    return p[0] + p[1]
+
+
+def calibrated(p: float, cf: float) -> bool:
+    """Contextual calibration: yes when P(yes)/P(no) beats the same odds on a content-free claim."""
+    return p * (1 - cf) > cf * (1 - p)
 
 
 def column_judge(llm, instruction: str, column: str, values: list[str]) -> list[bool]:
@@ -67,6 +89,23 @@ def column_judge(llm, instruction: str, column: str, values: list[str]) -> list[
                                        "Is the claim true? yes or no:")]
         out.append(llm.complete(msgs, max_tokens=2, grammar=YES_NO_GRAMMAR).text.strip().lower().startswith("yes"))
     return out
+
+
+def leave_one_criterion_out(recs: list[dict]) -> None:
+    """Re-decide each ``prob-loco`` record with the threshold that scores best (mean F1, then accuracy)
+    on the other criteria's P(yes) and labels."""
+    for rec in recs:
+        others = [r for r in recs if r is not rec]
+
+        def quality(t: float, others: list[dict] = others) -> tuple[float, float]:
+            scores = [score([p > t for p in r["p_yes"]], r["gold"]) for r in others]
+            return (sum(x["f1"] for x in scores) / len(scores), sum(x["accuracy"] for x in scores) / len(scores))
+
+        t = max(THRESHOLDS, key=quality)
+        said = [p > t for p in rec["p_yes"]]
+        rec.update(score(said, rec["gold"]), threshold=t, yes=[v for v, y in zip(rec["value_texts"], said) if y])
+        print(f"{rec['criterion'][:48]:<48} prob-loco  threshold {t:.2f} acc {rec['accuracy']:.2f} F1 {rec['f1']:.2f} "
+              f"yes {sum(said)}/{len(said)}")
 
 
 def score(said: list[bool], gold: list[bool]) -> dict:
@@ -113,9 +152,20 @@ def main(argv: list[str] | None = None) -> int:
     for db, sql, column, instruction, truth in CRITERIA:
         values = [r[0] for r in devset.q(db, sql)]
         gold = [v.lower() in {t.lower() for t in truth} for v in values]
+        probs: list[float] = []
         for variant in variants:
             calls0, t0 = llm.usage.calls, time.perf_counter()
-            if variant == "column":
+            if variant in PROB_VARIANTS:
+                if not probs:
+                    probs = [p_yes(llm, fill(instruction, {column: v})) for v in values]
+                if variant == "prob":
+                    said = [p > 0.5 for p in probs]
+                elif variant == "prob-cc":
+                    cf = sum(p_yes(llm, fill(instruction, {column: v})) for v in CONTENT_FREE) / len(CONTENT_FREE)
+                    said = [calibrated(p, cf) for p in probs]
+                else:
+                    said = [p > 0.5 for p in probs]  # placeholder: decided after every criterion has its probs
+            elif variant == "column":
                 said = column_judge(llm, instruction, column, values)
             elif variant == "negation":
                 eng = SemEngine(llm, cache=OpCache(None), max_calls=10_000)
@@ -128,11 +178,15 @@ def main(argv: list[str] | None = None) -> int:
                 said = eng.judge_many(instruction, [fill(instruction, {column: v}) for v in values])
             rec = {"criterion": instruction, "variant": variant, "values": len(values), **score(said, gold),
                    "calls": llm.usage.calls - calls0, "seconds": round(time.perf_counter() - t0, 1),
-                   "yes": [v for v, s in zip(values, said) if s]}
+                   "yes": [v for v, s in zip(values, said) if s], "p_yes": probs if variant in PROB_VARIANTS else None,
+                   "value_texts": values if variant in PROB_VARIANTS else None,
+                   "gold": gold}
             records.append(rec)
             print(f"{instruction[:48]:<48} {variant:<10} acc {rec['accuracy']:.2f} P {rec['precision']} "
                   f"R {rec['recall']} yes {rec['said_yes']}/{len(values)} (true {rec['true']}) "
                   f"{rec['calls']} calls {rec['seconds']} s", flush=True)
+    if "prob-loco" in variants:
+        leave_one_criterion_out([r for r in records if r["variant"] == "prob-loco"])
     summary = summarize(records, variants)
     Path(args.json).write_text(json.dumps({"command": "python bench/tag_judge.py " + " ".join(argv or sys.argv[1:]),
                                            "summary": summary, "records": records}, indent=1))

@@ -52,6 +52,21 @@ def test_digit_probs_agree_with_grammar_constrained_decoding(llm):
     assert greedy == f"1: {int(np.argmax(p_two[0]))}\n2: {int(np.argmax(p_two[1]))}"
 
 
+def test_choice_probs_read_the_judges_yes_no(llm):
+    """``choice_probs`` over the filter judge's replies: the most likely choice is what the grammar-
+    constrained judge answers, and a true claim gets a higher P(yes) than a false one."""
+    from tagql.tag.operators import YES_NO_GRAMMAR, judge_messages
+
+    choices = ["yes", "Yes", "no", "No"]
+    true_claim, false_claim = judge_messages("Paris is a city in France"), judge_messages("Paris is a city in Japan")
+    p_true, p_false = llm.choice_probs(true_claim, choices), llm.choice_probs(false_claim, choices)
+    assert abs(sum(p_true) - 1) < 1e-9 and abs(sum(p_false) - 1) < 1e-9
+    assert p_true[0] + p_true[1] > 0.5 > p_false[0] + p_false[1]
+    for msgs, p in ((true_claim, p_true), (false_claim, p_false)):
+        best = choices[max(range(4), key=p.__getitem__)]
+        assert llm.complete(msgs, max_tokens=2, grammar=YES_NO_GRAMMAR).text.strip() == best
+
+
 def test_topk_with_token_probabilities_on_real_model(llm):
     """Eight cities in one batched call: continuous scores (no ties, no comparison calls).
 

@@ -457,10 +457,11 @@ class LocalLLM:
             )
         return rendered, tokens, prefix
 
-    def _digit_ids(self) -> list[int]:
-        ids = [self._tokenize(str(d)) for d in range(10)]
-        if any(len(t) != 1 for t in ids):
-            raise LLMOutputError(f"{self.name} does not spell the digits 0-9 as single tokens",
+    def _single_token_ids(self, choices: list[str]) -> list[int]:
+        ids = [self._tokenize(c) for c in choices]
+        bad = [c for c, t in zip(choices, ids) if len(t) != 1]
+        if bad:
+            raise LLMOutputError(f"{self.name} does not spell {', '.join(map(repr, bad))} as single tokens",
                                  "score with complete() instead")
         return [t[0] for t in ids]
 
@@ -473,9 +474,18 @@ class LocalLLM:
         tokens are read and renormalised (float64, so near-certain answers still differ), and the most
         likely digit is appended - the reply greedy decoding under the equivalent grammar would give.
         """
+        return self._choice_probs(messages, [str(d) for d in range(10)], slots)
+
+    def choice_probs(self, messages: list[Message], choices: list[str]) -> list[float]:
+        """The model's probabilities of each of ``choices`` (single tokens, e.g. ``yes``/``no``) as the
+        whole reply, renormalised over them: what a grammar allowing only those replies would pick
+        from, as numbers (one LM call)."""
+        return self._choice_probs(messages, choices, 1)[0]
+
+    def _choice_probs(self, messages: list[Message], choices: list[str], slots: int) -> list[list[float]]:
         import numpy as np
 
-        digit_ids = self._digit_ids()
+        choice_ids = self._single_token_ids(choices)
         _, tokens, prefix = self._prompt(messages, 6 * slots + 2)
         start = time.perf_counter()
         out: list[list[float]] = []
@@ -493,12 +503,12 @@ class LocalLLM:
                     llama.eval(scaffold)
                     n_out += len(scaffold)
                 logits = np.ctypeslib.as_array(llama._ctx.get_logits_ith(-1), shape=(n_vocab,))
-                sel = logits[digit_ids].astype(np.float64)
+                sel = logits[choice_ids].astype(np.float64)
                 p = np.exp(sel - sel.max())
                 p /= p.sum()
                 out.append(p.tolist())
                 if j + 1 < slots:
-                    llama.eval([digit_ids[int(np.argmax(p))]])
+                    llama.eval([choice_ids[int(np.argmax(p))]])
                 n_out += 1
         self.usage.add(Completion(text="", prompt_tokens=len(tokens), completion_tokens=n_out,
                                   seconds=time.perf_counter() - start))
