@@ -183,3 +183,18 @@ def test_default_k_keeps_only_statements_above_the_floor(corpus, embedder):
     assert len(r.retrieve("Which city hosted the 1996 Summer Olympics?", k=2)) == 2
     # methods without a floor keep the fixed K
     assert len(IndexRetriever(corpus, "bm25").retrieve("sodium atoms and chlorine")) == DEFAULT_K
+
+
+def test_default_k_collapses_repeated_statements(embedder):
+    """A statement repeated in the repository (another question's copy, other letter case) takes one
+    place when the retriever picks K for a prompt; an explicit K returns every copy (the protocol)."""
+    raw = ["'sodium atoms' refers to atom.element = 'na'", "'Sodium  atoms' refers to atom.element = 'na'",
+           "'non-carcinogenic' refers to molecule.label = '-'", "'chlorine atoms' refers to atom.element = 'cl'"]
+    parts = [parse_structured(s) for s in raw]
+    c = Corpus([p.text for p in parts], [p.sql for p in parts], embedder.embed([canonicalise(p.text) for p in parts]))
+    r = IndexRetriever(c, "bm25")
+    q = "In the molecule containing sodium atoms, how many are non-carcinogenic?"
+    every = [g.text.casefold() for g in r.retrieve(q, k=4)]
+    assert every.count("sodium atoms") == 2  # both copies under an explicit K
+    chosen = sorted(g.text.casefold() for g in r.retrieve(q))  # DEFAULT_K = 3: room for all distinct ones
+    assert chosen == ["chlorine atoms", "non-carcinogenic", "sodium atoms"]

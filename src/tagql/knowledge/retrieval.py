@@ -679,6 +679,7 @@ class IndexRetriever:
             kk = self.default_k if k is None else k
             ranked = self.ranked(question, top=max(kk, RERANK_POOL))
             if k is None:
+                ranked = self._distinct(ranked)
                 k = gap_k([s for _, s in ranked], kk) if self.auto_k else kk
                 floor = self.method.floor
         ranked = self.method.rerank(self.corpus, ranked, k)[:k]
@@ -686,6 +687,20 @@ class IndexRetriever:
             ranked = [(i, s) for i, s in ranked if s >= floor]
         c = self.corpus
         return [ScoredStatement(c.texts[i], c.sqls[i], round(s, 4)) for i, s in ranked]
+
+    def _distinct(self, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        """The best of each group of statements that say the same thing (text up to case and spacing,
+        the same SQL). When the retriever picks K for a prompt, a repeated statement would only take
+        the place of another one (repositories gathered per question repeat many: 'published by Dark
+        Horse Comics' twice in a top 3). An explicit K keeps them: the evidence-F1 protocol counts each."""
+        seen: set[tuple[str, str]] = set()
+        out = []
+        for i, s in ranked:
+            key = (" ".join(self.corpus.texts[i].casefold().split()), " ".join(self.corpus.sqls[i].split()))
+            if key not in seen:
+                seen.add(key)
+                out.append((i, s))
+        return out
 
 
 _BLAS_LOCK = threading.Lock()
