@@ -79,6 +79,10 @@ def test_import_paper_structured(tmp_path, shared_data):
     kb = KnowledgeBase.open(tmp_path / "toxicology.kb")
     n = kb.count()["approved"]
     assert n >= 100 and kb.db_id == "toxicology"
+    # the screened statements stay approved; those whose snippet does not validate say why
+    reasons = {s.text: s.reason for s in kb.list()}
+    assert reasons["non-carcinogenic"] == ""
+    assert "unknown table 'T'" in reasons["count of molecules that are carcinogenic"]
     # idempotent: importing again adds nothing
     runner.invoke(app, ["import-paper", "--data", str(shared_data), "--out", str(tmp_path), "--only", "toxicology"])
     assert kb.count()["approved"] == n

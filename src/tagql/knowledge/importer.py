@@ -75,10 +75,11 @@ def bird_schema(data: Path, db: str):
 
 def import_database(data: Path, db: str, store: Path, *, llm=None, embedder=None):
     """One store for ``db`` from the IN set: the DBA-screened structured statements (approved, as
-    the paper's were screened), or with ``llm`` the NL ones run through structuring (proposed).
+    the paper's were screened, with the reason when a snippet fails validation), or with ``llm`` the NL ones run through structuring (proposed).
     Re-running adds nothing already present."""
     from tagql.knowledge.store import KnowledgeBase
     from tagql.knowledge.structuring import Structurer
+    from tagql.knowledge.validate import snippet_problem
 
     items = load_set1(data, db)
     kb = KnowledgeBase.open(store, create=True, db_id=db, schema=bird_schema(data, db), embedder=embedder)
@@ -88,7 +89,8 @@ def import_database(data: Path, db: str, store: Path, *, llm=None, embedder=None
         rows = []
         for s in new:
             p = structured_or_raw(s)
-            rows.append((p.text, p.sql, s, "approved", ""))
+            # approved as screened, but what fails validation is recorded for the DBA to see (and fix)
+            rows.append((p.text, p.sql, s, "approved", snippet_problem(p.sql, kb.schema) or ""))
         kb.add_many(rows, author="paper:generic_evidence")
     else:
         new = [s for s in dict.fromkeys(n for it in items for n in it.nl) if s not in have]
