@@ -4,7 +4,7 @@ import pytest
 
 from tagql.knowledge.canon import canonicalise, tokens, words
 from tagql.knowledge.statements import StatementError, parse_structured
-from tagql.knowledge.validate import snippet_problem
+from tagql.knowledge.validate import names_missing_schema_object, snippet_problem
 
 
 def test_numbers_and_dates_share_one_placeholder():
@@ -52,3 +52,13 @@ def test_snippet_validation(tox_schema):
     assert "unknown table" in snippet_problem("T1.element = 'na'", tox_schema)
     assert snippet_problem("", tox_schema) == "no SQL snippet"
     assert snippet_problem("DROP TABLE atom", tox_schema)  # not a valid read-only fragment
+
+
+def test_which_validation_problems_name_missing_schema_objects(tox_schema):
+    def missing(sql):
+        return names_missing_schema_object(snippet_problem(sql, tox_schema) or "")
+
+    assert missing("color.color") and missing("atom.elemnt = 'na'")
+    assert not missing("T1.label = '+'")  # an alias borrowed from a query
+    assert not missing("molecules with molecule.label = '+'")  # prose around valid SQL
+    assert not missing("molecule.label = '+'")

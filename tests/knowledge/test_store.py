@@ -51,6 +51,23 @@ def test_only_approved_are_retrieved_and_index_is_incremental(kb):
     assert kb.get(ids[1]).status == "rejected" and kb.get(ids[1]).reason == "duplicate"
 
 
+def test_prompt_retrieval_holds_back_snippets_naming_missing_tables_or_columns(kb):
+    """An approved statement whose snippet names a table or column the schema lacks is left out when
+    the retriever picks K for a prompt (the model would copy it into a failing query); a borrowed
+    alias (``T.label``) is not held back; an explicit K still sees everything; fixing it brings it back."""
+    ids = kb.add_structured([
+        "'sodium atoms' refers to atom.elemnt = 'na'",                      # misspelt column
+        "'non-carcinogenic' refers to T.label = '-'",                       # alias, no table
+        "'carcinogenic' refers to molecule.label = '+'",
+    ], status="approved")
+    assert all(s.status == "approved" for s in kb.list())
+    r = kb.retriever("bm25")
+    assert {s.text for s in r.retrieve(Q)} == {"non-carcinogenic", "carcinogenic"}
+    assert "sodium atoms" in {s.text for s in r.retrieve(Q, 3)}
+    kb.edit(ids[0], sql="atom.element = 'na'")
+    assert "sodium atoms" in {s.text for s in r.retrieve(Q)}
+
+
 def test_edit_revalidates(kb):
     (i,) = kb.add_structured(["'sodium' refers to atom.element = 'na'"], status="proposed")
     s = kb.edit(i, sql="atom.elemnt = 'na'")

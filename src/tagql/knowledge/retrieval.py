@@ -77,6 +77,9 @@ class Corpus:
     sqls: list[str]
     embeddings: np.ndarray  # (n, dim) L2-normalised embeddings of canonicalise(text)
     ids: list[int] = field(default_factory=list)
+    # indexes of statements left out when the retriever picks K for a prompt: their snippet names a
+    # table or column the schema lacks (an explicit K, the evidence-F1 protocol, still sees them)
+    held_back: frozenset[int] = frozenset()
     k1: float = 1.5
     b: float = 0.75
 
@@ -679,7 +682,7 @@ class IndexRetriever:
             kk = self.default_k if k is None else k
             ranked = self.ranked(question, top=max(kk, RERANK_POOL))
             if k is None:
-                ranked = self._distinct(ranked)
+                ranked = self._for_prompt(ranked)
                 k = gap_k([s for _, s in ranked], kk) if self.auto_k else kk
                 floor = self.method.floor
         ranked = self.method.rerank(self.corpus, ranked, k)[:k]
@@ -688,14 +691,18 @@ class IndexRetriever:
         c = self.corpus
         return [ScoredStatement(c.texts[i], c.sqls[i], round(s, 4)) for i, s in ranked]
 
-    def _distinct(self, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
-        """The best of each group of statements that say the same thing (text up to case and spacing,
-        the same SQL). When the retriever picks K for a prompt, a repeated statement would only take
-        the place of another one (repositories gathered per question repeat many: 'published by Dark
-        Horse Comics' twice in a top 3). An explicit K keeps them: the evidence-F1 protocol counts each."""
+    def _for_prompt(self, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        """What may go into a prompt when the retriever picks K: no statement held back (its snippet
+        names a table or column the schema lacks; the model would copy it into a failing query), and
+        the best of each group of statements that say the same thing (text up to case and spacing,
+        the same SQL): a repeated statement would only take the place of another one (repositories
+        gathered per question repeat many: 'published by Dark Horse Comics' twice in a top 3). An
+        explicit K keeps them all: the evidence-F1 protocol counts each."""
         seen: set[tuple[str, str]] = set()
         out = []
         for i, s in ranked:
+            if i in self.corpus.held_back:
+                continue
             key = (" ".join(self.corpus.texts[i].casefold().split()), " ".join(self.corpus.sqls[i].split()))
             if key not in seen:
                 seen.add(key)

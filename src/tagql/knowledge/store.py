@@ -26,7 +26,7 @@ from tagql.knowledge import ScoredStatement
 from tagql.knowledge.canon import canonicalise
 from tagql.knowledge.retrieval import DEFAULT_K, DEFAULT_METHOD, Corpus, IndexRetriever, Method, make_method
 from tagql.knowledge.statements import StatementError, Structured, parse_structured
-from tagql.knowledge.validate import snippet_problem
+from tagql.knowledge.validate import names_missing_schema_object, snippet_problem
 
 STATUSES = ("proposed", "approved", "rejected")
 SCHEMA_VERSION = 1
@@ -324,12 +324,12 @@ class KnowledgeBase:
         return {s: 0 for s in STATUSES} | dict(rows)
 
     def changes_since(self, rev: int) -> tuple[int, list[tuple], list[int]]:
-        """(current revision, changed rows (id, text, sql, status, embed_model, embedding), deleted ids)."""
+        """(current revision, changed rows (id, text, sql, status, reason, embed_model, embedding), deleted ids)."""
         c = self._conn()
         c.execute("BEGIN")
         try:
             cur = int(c.execute("SELECT value FROM meta WHERE key='revision'").fetchone()[0])
-            rows = c.execute("SELECT id, text, sql, status, embed_model, embedding FROM statements WHERE rev > ?"
+            rows = c.execute("SELECT id, text, sql, status, reason, embed_model, embedding FROM statements WHERE rev > ?"
                              " ORDER BY id", (rev,)).fetchall()
             gone = [r[0] for r in c.execute("SELECT id FROM deleted WHERE rev > ?", (rev,)).fetchall()]
         finally:
@@ -384,6 +384,7 @@ class StoreRetriever:
         self.k, self.auto_k = k, auto_k
         self._rev = 0
         self._rows: dict[int, tuple[str, str, np.ndarray]] = {}
+        self._misleading: set[int] = set()  # approved, but the snippet names a table/column the schema lacks
         self._inner: IndexRetriever | None = None
         self.reindexed_rows = 0  # rows (re)loaded so far: lets tests check the index is incremental
         self._memo: dict = {}  # the method's per-statement index (e.g. static vectors), kept across refreshes
@@ -395,8 +396,11 @@ class StoreRetriever:
             return
         emb_name = self.kb.embedder.name if self.method.needs_embedder else None
         stale = []
-        for sid, text, sql, status, model, blob in rows:
+        for sid, text, sql, status, reason, model, blob in rows:
             self._rows.pop(sid, None)
+            self._misleading.discard(sid)
+            if names_missing_schema_object(reason):
+                self._misleading.add(sid)
             if status in self.statuses:
                 if blob is None or (emb_name and model != emb_name):
                     stale.append((sid, text, sql))
@@ -407,11 +411,13 @@ class StoreRetriever:
                 self._rows[sid] = (text, sql, e)
         for sid in gone:
             self._rows.pop(sid, None)
+            self._misleading.discard(sid)
         self.reindexed_rows += len(rows)
         ids = sorted(self._rows)
         dim = self.kb.embedder.dim if self.method.needs_embedder else 1
         emb = np.stack([self._rows[i][2] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
-        corpus = Corpus([self._rows[i][0] for i in ids], [self._rows[i][1] for i in ids], emb, ids=ids)
+        corpus = Corpus([self._rows[i][0] for i in ids], [self._rows[i][1] for i in ids], emb, ids=ids,
+                        held_back=frozenset(j for j, i in enumerate(ids) if i in self._misleading))
         self.prepared += self.method.prepare(corpus, self._memo)
         embedder = self.kb.embedder if self.method.needs_embedder else None
         self._inner = IndexRetriever(corpus, self.method, embedder=embedder, default_k=self.k, auto_k=self.auto_k)

@@ -65,3 +65,17 @@ def snippet_problem(sql: str, schema: Schema | None) -> str | None:
             return exc.message
         return None
     return first_error or "the SQL snippet does not parse"
+
+
+_ALIAS = re.compile(r"^[A-Za-z]\d*$")  # T, T1, t2: a query alias the snippet borrowed, not a schema name
+_UNKNOWN_TABLE = re.compile(r"^unknown table '([^']+)'")
+
+
+def names_missing_schema_object(reason: str) -> bool:
+    """True when a validation reason says the snippet names a table or column the schema lacks
+    (``color.color``, ``hero_attribute.attribute_name``), as opposed to a borrowed alias (``T1.x``) or
+    prose around the SQL: shown to the SQL model, such a snippet is copied into a query that fails."""
+    m = _UNKNOWN_TABLE.match(reason or "")
+    if m:
+        return not _ALIAS.match(m.group(1))
+    return " has no column " in (reason or "")
