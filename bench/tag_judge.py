@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                     cf = sum(p_yes(llm, fill(instruction, {column: v})) for v in CONTENT_FREE) / len(CONTENT_FREE)
                     said = [calibrated(p, cf) for p in probs]
                 else:
-                    said = [p > 0.5 for p in probs]  # placeholder: decided after every criterion has its probs
+                    said = []  # decided by leave_one_criterion_out, once every criterion has its P(yes)
             elif variant == "column":
                 said = column_judge(llm, instruction, column, values)
             elif variant == "negation":
@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                    "value_texts": values if variant in PROB_VARIANTS else None,
                    "gold": gold}
             records.append(rec)
+            if variant == "prob-loco":
+                continue  # printed once decided
             print(f"{instruction[:48]:<48} {variant:<10} acc {rec['accuracy']:.2f} P {rec['precision']} "
                   f"R {rec['recall']} yes {rec['said_yes']}/{len(values)} (true {rec['true']}) "
                   f"{rec['calls']} calls {rec['seconds']} s", flush=True)

@@ -31,7 +31,7 @@ class Structured:
         return f"'{self.text}' refers to {self.sql}" if self.sql else self.text
 
 
-_DOUBLE_QUOTED = re.compile(r'"[^"]*"')
+_DOUBLE_QUOTED = re.compile(r'("[^"]*")')  # captured, so split() keeps the spans at odd indexes
 _INNER_APOSTROPHE = re.compile(r"(?<=[A-Za-z])'(?=[A-Za-z])")
 
 
@@ -42,7 +42,7 @@ def _escape_apostrophes(sql: str) -> str:
     outside = _DOUBLE_QUOTED.sub("", sql)
     if outside.count("'") % 2 == 0:
         return sql
-    parts = re.split(r'("[^"]*")', sql)  # odd indexes are double-quoted spans, left as they are
+    parts = _DOUBLE_QUOTED.split(sql)  # odd indexes are double-quoted spans, left as they are
     return "".join(p if i % 2 else _INNER_APOSTROPHE.sub("''", p) for i, p in enumerate(parts))
 
 

@@ -383,8 +383,8 @@ class StoreRetriever:
         self.statuses = set(statuses)
         self.k, self.auto_k = k, auto_k
         self._rev = 0
-        self._rows: dict[int, tuple[str, str, np.ndarray]] = {}
-        self._misleading: set[int] = set()  # approved, but the snippet names a table/column the schema lacks
+        # id -> (text, sql, embedding, held back: the snippet names a table/column the schema lacks)
+        self._rows: dict[int, tuple[str, str, np.ndarray, bool]] = {}
         self._inner: IndexRetriever | None = None
         self.reindexed_rows = 0  # rows (re)loaded so far: lets tests check the index is incremental
         self._memo: dict = {}  # the method's per-statement index (e.g. static vectors), kept across refreshes
@@ -398,26 +398,23 @@ class StoreRetriever:
         stale = []
         for sid, text, sql, status, reason, model, blob in rows:
             self._rows.pop(sid, None)
-            self._misleading.discard(sid)
-            if names_missing_schema_object(reason):
-                self._misleading.add(sid)
             if status in self.statuses:
+                held = names_missing_schema_object(reason)
                 if blob is None or (emb_name and model != emb_name):
-                    stale.append((sid, text, sql))
+                    stale.append((sid, text, sql, held))
                 else:
-                    self._rows[sid] = (text, sql, np.frombuffer(blob, dtype=np.float32))
+                    self._rows[sid] = (text, sql, np.frombuffer(blob, dtype=np.float32), held)
         if stale:  # written by another embedding model: embed here, in memory
-            for (sid, text, sql), e in zip(stale, self.kb.embedder.embed([canonicalise(t) for _, t, _ in stale])):
-                self._rows[sid] = (text, sql, e)
+            for (sid, text, sql, held), e in zip(stale, self.kb.embedder.embed([canonicalise(r[1]) for r in stale])):
+                self._rows[sid] = (text, sql, e, held)
         for sid in gone:
             self._rows.pop(sid, None)
-            self._misleading.discard(sid)
         self.reindexed_rows += len(rows)
         ids = sorted(self._rows)
         dim = self.kb.embedder.dim if self.method.needs_embedder else 1
         emb = np.stack([self._rows[i][2] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
         corpus = Corpus([self._rows[i][0] for i in ids], [self._rows[i][1] for i in ids], emb, ids=ids,
-                        held_back=frozenset(j for j, i in enumerate(ids) if i in self._misleading))
+                        held_back=frozenset(j for j, i in enumerate(ids) if self._rows[i][3]))
         self.prepared += self.method.prepare(corpus, self._memo)
         embedder = self.kb.embedder if self.method.needs_embedder else None
         self._inner = IndexRetriever(corpus, self.method, embedder=embedder, default_k=self.k, auto_k=self.auto_k)
