@@ -14,6 +14,9 @@ score floor, possibly none). ``gold`` (IN set only) gives the question's own DBA
 structured statements: oracle retrieval, in the same format as retrieved ones.
 ``--statement-style`` picks how statements frame the question in the SQL prompt (``external``, the
 default, or the paper's ``paper`` list); a record is reused only under the style it was made with.
+Retrieved statements take the question's numbers first, as in ``tagql ask``
+(``answer.instantiate_statements``). ``TAGQL_ANSWER__SQL_RETRIES=N`` sets the repair rounds after a
+failed query; a record made with fewer rounds is reused when it ended without an error.
 
 Fixed subset: per database and split, the first ``--per-db`` questions after a shuffle with
 ``--seed`` (default 0). Questions run in an interleaved order (question 0 of every database and
@@ -47,6 +50,7 @@ from tagql.config import load_settings
 from tagql.errors import TagqlError
 from tagql.knowledge import ScoredStatement
 from tagql.knowledge.importer import import_database, load_set1, structured_or_raw
+from tagql.knowledge.instantiate import for_question
 from tagql.knowledge.retrieval import DEFAULT_METHOD
 
 DBS = ["student_club", "superhero", "toxicology"]
@@ -107,6 +111,7 @@ def main() -> None:
     if a.statement_style:
         settings.answer.statement_style = a.statement_style
     style = settings.answer.statement_style
+    retries = settings.answer.sql_retries
     t0 = time.time()
     if a.summarise_only:
         summarise(list(read_partial(partial_path).values()), a, settings, t0)
@@ -120,7 +125,7 @@ def main() -> None:
     setup: dict[str, tuple] = {}
     for dbname in a.dbs:
         db = open_database(a.data / "bird" / "dev_databases" / dbname / f"{dbname}.sqlite", settings=settings.db)
-        kb, _ = import_database(a.data, dbname, a.stores / f"{dbname}.kb")
+        kb, _ = import_database(a.data, dbname, a.stores / f"{dbname}.kb", database=db)  # checked against the data
         rets = {c: retriever(kb, c) for c in a.conditions if c not in REFERENCES}
         synth = QuerySynthesizer(db, llm, max_tokens=settings.answer.max_sql_tokens, retries=settings.answer.sql_retries,
                                   statement_style=settings.answer.statement_style)
@@ -143,10 +148,13 @@ def main() -> None:
                             stmts = [ScoredStatement(p.text, p.sql, 1.0) for p in map(structured_or_raw, item["structured"])]
                         else:
                             stmts = rets[cond].retrieve(item["question"], None if cond == "all" else k_of(cond, a.k))
+                        if cond != "qs" and settings.answer.instantiate_statements:  # as tagql ask does
+                            stmts = for_question(item["question"], stmts)
                         keys = statement_keys(stmts)
                         old = done.get((dbname, split, qi, cond))
                         if old and old["question"] == item["question"] and old.get("statement_keys") == keys \
-                                and (not stmts or old.get("statement_style", "paper") == style):
+                                and (not stmts or old.get("statement_style", "paper") == style) \
+                                and same_retries(old, retries):
                             reused += 1
                             continue
                         t = time.time()
@@ -158,7 +166,7 @@ def main() -> None:
                         rec = {"db": dbname, "split": split, "i": qi, "condition": cond,
                                "question": item["question"], "correct": ok, "sql": sql, "error": err,
                                "statements": len(stmts), "statement_keys": keys, "statement_style": style,
-                               "scores": [s.score for s in stmts], "model": settings.llm.model,
+                               "scores": [s.score for s in stmts], "model": settings.llm.model, "sql_retries": retries,
                                "seconds": round(time.time() - t, 1)}
                         done[(dbname, split, qi, cond)] = rec
                         partial.write(json.dumps(rec) + "\n")
@@ -167,6 +175,13 @@ def main() -> None:
                               f"{rec['seconds']:5.1f}s", flush=True)
     print(f"({reused} records reused from {partial_path})")
     summarise(list(done.values()), a, settings, t0)
+
+
+def same_retries(old: dict, retries: int) -> bool:
+    """Whether a record stands for ``retries`` repair rounds: made with them, or (at temperature 0 the
+    attempts replay identically) it ended without an error before running out of its own rounds."""
+    had = old.get("sql_retries", 1)
+    return had == retries or (not old.get("error") and had < retries)
 
 
 def retriever(kb, condition: str):

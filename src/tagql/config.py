@@ -76,6 +76,9 @@ class AnswerSettings(BaseModel):
     # how domain statements frame the question in the SQL prompt: "external" (BIRD's External
     # Knowledge lines, best with Qwen2.5-Coder) or "paper" (the domain-knowledge paper's wording)
     statement_style: Literal["external", "paper"] = "external"
+    # fill a retrieved statement's canonical numbers ("more than {100} dollars") with the question's
+    # ("more than 50 dollars") before it goes into the prompt (knowledge/instantiate.py)
+    instantiate_statements: bool = True
 
 
 class TagSettings(BaseModel):

@@ -15,6 +15,7 @@ from tagql.db.connection import Database, open_database
 from tagql.db.schema import Schema
 from tagql.errors import TagqlError
 from tagql.knowledge import Retriever, ScoredStatement
+from tagql.knowledge.instantiate import for_question
 from tagql.llm import make_llm
 from tagql.llm.base import LLM
 from tagql.tag.answer import generate_answer, json_value, result_values
@@ -81,6 +82,8 @@ class TagQL:
         before = self.llm.usage.snapshot()
         t0 = time.perf_counter()
         statements = self.knowledge.retrieve(question, self.knowledge_k) if self.knowledge else []
+        if self.settings.answer.instantiate_statements:
+            statements = for_question(question, statements)
         t_retrieve = time.perf_counter() - t0
         outcome = self.synthesizer.run(question, statements)
         t1 = time.perf_counter()

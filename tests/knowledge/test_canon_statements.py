@@ -4,7 +4,7 @@ import pytest
 
 from tagql.knowledge.canon import canonicalise, tokens, words
 from tagql.knowledge.statements import StatementError, parse_structured
-from tagql.knowledge.validate import names_missing_schema_object, snippet_problem
+from tagql.knowledge.validate import holds_back, names_missing_schema_object, snippet_problem
 
 
 def test_numbers_and_dates_share_one_placeholder():
@@ -31,6 +31,10 @@ def test_numbers_and_dates_share_one_placeholder():
         ("'O''Brien' refers to t.name = 'O''Brien'", "O''Brien", "t.name = 'O''Brien'"),
         ("'card Ancestor's Chosen' refers to cards.name = \"Ancestor's Chosen\"", "card Ancestor's Chosen",
          "cards.name = \"Ancestor's Chosen\""),
+        # a snippet quoted as a whole loses the outer quotes; a literal with doubled quotes keeps them
+        ("'t-shirt size is extra large' refers to 'member.t_shirt_size = 'X-Large''", "t-shirt size is extra large",
+         "member.t_shirt_size = 'X-Large'"),
+        ("'the quote' refers to 'it''s'", "the quote", "'it''s'"),
     ],
 )
 def test_parse_structured_variants(raw, text, sql):
@@ -62,3 +66,9 @@ def test_which_validation_problems_name_missing_schema_objects(tox_schema):
     assert not missing("T1.label = '+'")  # an alias borrowed from a query
     assert not missing("molecules with molecule.label = '+'")  # prose around valid SQL
     assert not missing("molecule.label = '+'")
+
+
+def test_held_back_reasons():
+    assert holds_back("unknown table 'color' (did you mean colour?)")
+    assert holds_back("the data holds no 'Marvel' in publisher.publisher_name")
+    assert not holds_back("unknown table 'T1'") and not holds_back("") and not holds_back("no SQL snippet")

@@ -86,3 +86,21 @@ def test_import_paper_structured(tmp_path, shared_data):
     # idempotent: importing again adds nothing
     runner.invoke(app, ["import-paper", "--data", str(shared_data), "--out", str(tmp_path), "--only", "toxicology"])
     assert kb.count()["approved"] == n
+
+
+def test_check_against_a_live_database(tmp_path, shared_data):
+    store, tables = _store(tmp_path, shared_data)
+    r = runner.invoke(app, ["add", "--db", tables, "--db-id", "toxicology", "--store", str(store),
+                            "--structured", "--approved", "'iodine atoms' refers to atom.element = 'iodine'"])
+    assert r.exit_code == 0, r.output
+    # a tables.json is a schema without data: nothing to say about constants
+    r = runner.invoke(app, ["check", "--db", tables, "--db-id", "toxicology", "--store", str(store)])
+    assert r.exit_code == 0, r.output
+    assert "0 reason(s) changed" in r.output and "against the schema only" in r.output
+    sqlite = str(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+    r = runner.invoke(app, ["check", "--db", sqlite, "--store", str(store)])
+    assert r.exit_code == 0, r.output
+    assert "the data holds no 'iodine' in atom.element" in r.output
+    assert "1 reason(s) changed; 1 approved statement(s) held back" in " ".join(r.output.split())
+    r = runner.invoke(app, ["check", "--db", str(tmp_path / "missing.sqlite"), "--store", str(store)])
+    assert r.exit_code != 0 and "Traceback" not in r.output

@@ -167,3 +167,30 @@ def test_hybrid_static_store_retriever_is_incremental(kb):
     got = r.retrieve(Q, 2)
     assert r.prepared == len(TOX) + 1  # only the edited text was embedded again
     assert "atoms of sodium" in {s.text for s in got}
+
+
+def test_check_against_the_data_holds_back_constants_the_column_lacks(kb, shared_data):
+    """``check`` with a connected database flags a constant its column does not hold (even up to case);
+    that approved statement leaves auto-K prompts until an edit and a new check clear it; canonical
+    templates ('100', 'X') and case-only differences are not problems; a rejection note survives."""
+    from tagql.db import open_database
+
+    db = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+    ids = kb.add_structured([
+        "'sodium atoms' refers to atom.element = 'sodium'",                 # the data says 'na'
+        "'chlorine atoms' refers to atom.element = 'CL'",                   # 'cl' up to case: fine
+        "'molecule with id X' refers to molecule.molecule_id = 'X'",        # a template constant
+        "'carcinogenic' refers to molecule.label = '+'",
+        "'old note' refers to molecule.label = 'nope'",
+    ], status="approved")
+    kb.reject(ids[4], "duplicate of #4")
+    r = kb.retriever("bm25")
+    assert "sodium atoms" in {s.text for s in r.retrieve(Q)}
+    changed = kb.check(db)
+    assert [(st.id, reason) for st, reason in changed] == [(ids[0], "the data holds no 'sodium' in atom.element")]
+    assert kb.get(ids[0]).status == "approved" and kb.get(ids[4]).reason == "duplicate of #4"
+    assert "sodium atoms" not in {s.text for s in r.retrieve(Q)}  # the live retriever saw the new reason
+    assert kb.check(db) == []  # nothing changed since
+    kb.edit(ids[0], sql="atom.element = 'na'")
+    assert kb.check(db) == [] and kb.get(ids[0]).reason == ""
+    assert "sodium atoms" in {s.text for s in r.retrieve(Q)}

@@ -1,4 +1,4 @@
-"""``tagql knowledge ...``: add, review, list, retrieve, import the paper's data, set exemplars.
+"""``tagql knowledge ...``: add, review, check, list, retrieve, import the paper's data, set exemplars.
 
 A store is one SQLite file per database: ``--store PATH``, or by default
 ``<knowledge_dir>/<db name>.kb`` (``knowledge_dir`` from the config, next to the user's config file).
@@ -48,6 +48,16 @@ def load_schema(db: str, db_id: str | None) -> tuple[str, Any]:
 
     database = open_database(db, settings=load_settings().db)
     return db_id or database.name, database.schema
+
+
+def live_database(db: str | None) -> Any:
+    """The connected database behind ``--db`` (None for a tables.json: a schema without data)."""
+    if not db or Path(db).expanduser().suffix.lower() == ".json":
+        return None
+    from tagql.config import load_settings
+    from tagql.db import open_database
+
+    return open_database(db, settings=load_settings().db)
 
 
 def store_path(store: Path | None, name: str | None) -> Path:
@@ -107,6 +117,9 @@ def add(
                 model = make_llm(settings, backend=llm)
             structurer = Structurer(model, kb.schema, kb.exemplars())
             ids = kb.add_nl(items, structurer, author=author, approve_valid=approved)
+        database = live_database(db)
+        if database is not None:  # a live database: constants are checked against its data too
+            kb.check(database)
         for s in (kb.get(i) for i in ids):
             _show(s)
         err.print(f"{len(ids)} statement(s) stored in {kb.path}")
@@ -192,6 +205,27 @@ def review(
                 break
 
 
+@app.command()
+def check(db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None) -> None:
+    """Validate every statement again, against the database's current schema and, when --db is a live
+    database, its data (a constant the column does not hold); statuses stay, reasons are updated."""
+    with _errors():
+        from tagql.knowledge.validate import holds_back
+
+        database = live_database(db)
+        kb = open_kb(store, db, db_id, create=False)
+        changed = kb.check(database)
+        for st, reason in changed:
+            was = f" (was: {escape(st.reason)})" if st.reason else ""
+            now = f"[yellow]{escape(reason)}[/]" if reason else "[green]valid[/]"
+            out.print(f"#{st.id} {escape(st.structured)}: {now}{was}", highlight=False, soft_wrap=True)
+        live = [s for s in kb.list(("proposed", "approved")) if s.sql]
+        held = sum(holds_back(s.reason) for s in live if s.status == "approved")
+        against = "schema and data" if database is not None else "schema only"
+        err.print(f"{len(live)} statement(s) checked against the {against}, {len(changed)} reason(s) changed; "
+                  f"{held} approved statement(s) held back from prompts until fixed")
+
+
 def _show(s: Any) -> None:
     note = f"  [yellow]({escape(s.reason)})[/]" if s.reason else ""
     out.print(f"#{s.id} \\[{s.status}] {escape(s.structured)}{note}", highlight=False, soft_wrap=True)
@@ -244,18 +278,22 @@ def import_paper(
     nl: Annotated[bool, typer.Option("--nl", help="structure the NL statements with the LLM instead")] = False,
     llm: Annotated[str | None, typer.Option("--llm")] = None,
 ) -> None:
-    """Build one store per BIRD database from the paper's IN-set statements (set1 files)."""
+    """Build one store per BIRD database from the paper's IN-set statements (set1 files); where the
+    database's data is present, statements are also checked against its values."""
     with _errors():
-        from tagql.knowledge.importer import PAPER_DBS, import_database
+        from tagql.config import load_settings
+        from tagql.db import open_database
+        from tagql.knowledge.importer import PAPER_DBS, bird_sqlite, import_database
 
         model = None
         if nl:
-            from tagql.config import load_settings
             from tagql.llm import make_llm
 
             model = make_llm(load_settings(), backend=llm)
         for name in only or PAPER_DBS:
-            kb, n = import_database(data, name, out_dir / f"{name}.kb", llm=model)
+            sqlite = bird_sqlite(data, name)
+            database = open_database(sqlite, settings=load_settings().db) if sqlite.exists() else None
+            kb, n = import_database(data, name, out_dir / f"{name}.kb", llm=model, database=database)
             out.print(f"{name}: {n} statements -> {kb.path} ({', '.join(f'{k} {v}' for k, v in kb.count().items())})")
 
 

@@ -73,9 +73,16 @@ def bird_schema(data: Path, db: str):
     return Schema.from_spider(entry)
 
 
-def import_database(data: Path, db: str, store: Path, *, llm=None, embedder=None):
+def bird_sqlite(data: Path, db: str) -> Path:
+    """Where BIRD dev keeps ``db``'s data (present here for 3 of the 11 databases)."""
+    return Path(data) / "bird" / "dev_databases" / db / f"{db}.sqlite"
+
+
+def import_database(data: Path, db: str, store: Path, *, llm=None, embedder=None, database=None):
     """One store for ``db`` from the IN set: the DBA-screened structured statements (approved, as
-    the paper's were screened, with the reason when a snippet fails validation), or with ``llm`` the NL ones run through structuring (proposed).
+    the paper's were screened, with the reason when a snippet fails validation), or with ``llm`` the
+    NL ones run through structuring (proposed). With ``database`` (the connected data) every
+    statement is then checked against its values too (:meth:`KnowledgeBase.check`).
     Re-running adds nothing already present."""
     from tagql.knowledge.store import KnowledgeBase
     from tagql.knowledge.structuring import Structurer
@@ -95,4 +102,6 @@ def import_database(data: Path, db: str, store: Path, *, llm=None, embedder=None
     else:
         new = [s for s in dict.fromkeys(n for it in items for n in it.nl) if s not in have]
         kb.add_nl(new, Structurer(llm, kb.schema, kb.exemplars()), author="paper:actual_evidence")
+    if database is not None:
+        kb.check(database)
     return kb, len(new)

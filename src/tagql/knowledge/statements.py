@@ -46,6 +46,14 @@ def _escape_apostrophes(sql: str) -> str:
     return "".join(p if i % 2 else _INNER_APOSTROPHE.sub("''", p) for i, p in enumerate(parts))
 
 
+def _unwrap_quotes(sql: str) -> str:
+    """``'member.t_shirt_size = 'X-Large''`` -> ``member.t_shirt_size = 'X-Large'``: a snippet quoted as
+    a whole, the way the text part is. A real string literal (``'it''s'``) has only doubled quotes inside."""
+    if len(sql) > 2 and sql[0] == sql[-1] == "'" and "'" in sql[1:-1].replace("''", ""):
+        return sql[1:-1].strip()
+    return sql
+
+
 def _clean_text(text: str) -> str:
     text = " ".join(text.split())
     text = text.strip().rstrip(",:;")
@@ -67,7 +75,7 @@ def parse_structured(statement: str) -> Structured:
         left, right = s[: m2.start() + 1], s[m2.end():]
     else:
         left, right = s[: m.start()], s[m.end():]
-    text, sql = _clean_text(left), _escape_apostrophes(right.strip().rstrip(".").strip())
+    text, sql = _clean_text(left), _escape_apostrophes(_unwrap_quotes(right.strip().rstrip(".").strip()))
     if not text or not sql:
         raise StatementError(f"structured statement lacks a text or an SQL part: {s[:80]!r}")
     return Structured(text, sql)

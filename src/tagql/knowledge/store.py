@@ -26,7 +26,7 @@ from tagql.knowledge import ScoredStatement
 from tagql.knowledge.canon import canonicalise
 from tagql.knowledge.retrieval import DEFAULT_K, DEFAULT_METHOD, Corpus, IndexRetriever, Method, make_method
 from tagql.knowledge.statements import StatementError, Structured, parse_structured
-from tagql.knowledge.validate import names_missing_schema_object, snippet_problem
+from tagql.knowledge.validate import data_problem, holds_back, snippet_problem
 
 STATUSES = ("proposed", "approved", "rejected")
 SCHEMA_VERSION = 1
@@ -287,6 +287,27 @@ class KnowledgeBase:
                           (np.asarray(emb, dtype=np.float32).tobytes(), self.embedder.name, sid))
         return self.get(sid)
 
+    def check(self, database: Any = None) -> list[tuple[Statement, str]]:
+        """Validate every statement again: against the stored schema, and with ``database`` (a connected
+        :class:`~tagql.db.Database`) against its current schema and data too. Statuses stay as they are;
+        each changed reason is written in one transaction (a retriever picks the changes up). Returns
+        (statement as it was, new reason) for each statement whose reason changed."""
+        changed: list[tuple[Statement, str]] = []
+        schema = self.schema if database is None else database.schema
+        for st in self.list(("proposed", "approved")):  # a rejected statement keeps the reviewer's reason
+            if not st.sql:
+                continue  # prose without a snippet: nothing to validate (the importer keeps it as is)
+            reason = (data_problem(st.sql, database) if database is not None else snippet_problem(st.sql, schema)) or ""
+            if reason != st.reason:
+                changed.append((st, reason))
+        if changed:
+            now = time.time()
+            with self._write() as c:
+                rev = c.bump()
+                for st, reason in changed:
+                    c.execute("UPDATE statements SET reason=?, updated_at=?, rev=? WHERE id=?", (reason, now, rev, st.id))
+        return changed
+
     def set_status(self, sid: int, status: str, reason: str | None = None) -> Statement:
         return self.edit(sid, status=status, reason=reason, revalidate=False)
 
@@ -383,7 +404,7 @@ class StoreRetriever:
         self.statuses = set(statuses)
         self.k, self.auto_k = k, auto_k
         self._rev = 0
-        # id -> (text, sql, embedding, held back: the snippet names a table/column the schema lacks)
+        # id -> (text, sql, embedding, held back: validate.holds_back(reason))
         self._rows: dict[int, tuple[str, str, np.ndarray, bool]] = {}
         self._inner: IndexRetriever | None = None
         self.reindexed_rows = 0  # rows (re)loaded so far: lets tests check the index is incremental
@@ -399,7 +420,7 @@ class StoreRetriever:
         for sid, text, sql, status, reason, model, blob in rows:
             self._rows.pop(sid, None)
             if status in self.statuses:
-                held = names_missing_schema_object(reason)
+                held = holds_back(reason)
                 if blob is None or (emb_name and model != emb_name):
                     stale.append((sid, text, sql, held))
                 else:

@@ -1,4 +1,5 @@
-"""Validate a statement's SQL snippet against the schema (sqlglot, no database needed).
+"""Validate a statement's SQL snippet against the schema (sqlglot, no database needed) and, where
+the database is connected, against its data.
 
 Why wrap: a snippet is a fragment (a predicate, an expression, an ORDER BY ... LIMIT tail, a column
 list). We embed it in the smallest query that gives it meaning, FROM the tables it names, and run
@@ -8,10 +9,15 @@ the project's own read-only + schema checks on that. Returns a one-line reason, 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from tagql.db.safety import parse_read_only, validate_against_schema
 from tagql.db.schema import Schema
 from tagql.errors import InvalidQuery, UnsafeQuery
+from tagql.knowledge.canon import canonicalise
+
+if TYPE_CHECKING:
+    from tagql.db.connection import Database
 
 _QUALIFIED = re.compile(r"([A-Za-z_][\w]*|`[^`]+`|\"[^\"]+\")\s*\.\s*(?:[A-Za-z_`\"])")
 _TAIL = re.compile(r"^\s*(ORDER\s+BY|GROUP\s+BY|LIMIT|HAVING)\b", re.IGNORECASE)
@@ -44,13 +50,8 @@ def _candidates(sql: str, tables: list[str], schema: Schema) -> list[str]:
     return [f"SELECT * FROM {src} WHERE {sql}", f"SELECT {sql} FROM {src}"]
 
 
-def snippet_problem(sql: str, schema: Schema | None) -> str | None:
-    """None if the snippet parses and names only known tables/columns, else why not (one line)."""
-    sql = (sql or "").strip().rstrip(";")
-    if not sql:
-        return "no SQL snippet"
-    if schema is None:
-        return None  # nothing to check against
+def _checked_tree(sql: str, schema: Schema):
+    """(the wrapped snippet's tree, None) when it parses and names only known objects, else (None, reason)."""
     tables = _tables_for(sql, schema)
     first_error: str | None = None
     for query in _candidates(sql, tables, schema):
@@ -62,9 +63,47 @@ def snippet_problem(sql: str, schema: Schema | None) -> str | None:
         try:
             validate_against_schema(tree, schema)
         except InvalidQuery as exc:
-            return exc.message
-        return None
-    return first_error or "the SQL snippet does not parse"
+            return None, exc.message
+        return tree, None
+    return None, first_error or "the SQL snippet does not parse"
+
+
+def snippet_problem(sql: str, schema: Schema | None) -> str | None:
+    """None if the snippet parses and names only known tables/columns, else why not (one line)."""
+    sql = (sql or "").strip().rstrip(";")
+    if not sql:
+        return "no SQL snippet"
+    if schema is None:
+        return None  # nothing to check against
+    return _checked_tree(sql, schema)[1]
+
+
+_NO_VALUE = "the data holds no "
+
+
+def _template_constant(value: str) -> bool:
+    # canonical numbers and dates ('1000-100-100') and one-letter stand-ins ('X') are templates the
+    # question fills in, not values the column must hold
+    return len(value.strip()) <= 1 or canonicalise(value) != value
+
+
+def data_problem(sql: str, db: Database) -> str | None:
+    """Schema problems first (:func:`snippet_problem`); then, for a valid snippet, a string constant it
+    compares with a column (``=``, ``IN``) that the column does not hold even up to case and spaces
+    (``publisher_name = 'Marvel'`` where the data says 'Marvel Comics'). One line, or None."""
+    sql = (sql or "").strip().rstrip(";")
+    if not sql:
+        return "no SQL snippet"
+    tree, reason = _checked_tree(sql, db.schema)
+    if tree is None:
+        return reason
+    from tagql.db.repair import string_comparisons
+
+    for comparison in string_comparisons(tree, db):
+        for value, stored in zip(comparison.values, comparison.stored):
+            if not stored and not _template_constant(value):
+                return f"{_NO_VALUE}'{value}' in {comparison.table}.{comparison.column.name}"
+    return None
 
 
 _ALIAS = re.compile(r"^[A-Za-z]\d*$")  # T, T1, t2: a query alias the snippet borrowed, not a schema name
@@ -79,3 +118,10 @@ def names_missing_schema_object(reason: str) -> bool:
     if m:
         return not _ALIAS.match(m.group(1))
     return " has no column " in (reason or "")
+
+
+def holds_back(reason: str) -> bool:
+    """Whether a statement with this validation reason stays out of prompts when the retriever picks K:
+    its snippet names a missing table/column, or compares a column with a value the data lacks. Shown
+    to the SQL model, either is copied into a query that fails or finds nothing."""
+    return names_missing_schema_object(reason) or (reason or "").startswith(_NO_VALUE)
