@@ -16,7 +16,11 @@ structured statements: oracle retrieval, in the same format as retrieved ones.
 default, or the paper's ``paper`` list); a record is reused only under the style it was made with.
 Retrieved statements take the question's numbers first, as in ``tagql ask``
 (``answer.instantiate_statements``). ``TAGQL_ANSWER__SQL_RETRIES=N`` sets the repair rounds after a
-failed query; a record made with fewer rounds is reused when it ended without an error.
+failed query; ``answer.fallback_without_statements`` (on by default, as in ``tagql ask``) writes one
+more query from the bare question when every try with statements failed. A record made with a smaller
+budget is reused when its query ran with the statements (more tries would replay it). A reused
+record's SQL goes through today's checks again (``recheck``): a new repair re-scores it without an
+LLM call, a new check that rejects it runs the question again.
 
 Fixed subset: per database and split, the first ``--per-db`` questions after a shuffle with
 ``--seed`` (default 0). Questions run in an interleaved order (question 0 of every database and
@@ -52,6 +56,7 @@ from tagql.knowledge import ScoredStatement
 from tagql.knowledge.importer import import_database, load_set1, structured_or_raw
 from tagql.knowledge.instantiate import for_question
 from tagql.knowledge.retrieval import DEFAULT_METHOD
+from tagql.tag.query import prepare_sql
 
 DBS = ["student_club", "superhero", "toxicology"]
 CONDITIONS = ["none", "all", "bm25", "sbr", DEFAULT_METHOD, "qs"]
@@ -112,6 +117,7 @@ def main() -> None:
         settings.answer.statement_style = a.statement_style
     style = settings.answer.statement_style
     retries = settings.answer.sql_retries
+    fallback = settings.answer.fallback_without_statements
     t0 = time.time()
     if a.summarise_only:
         summarise(list(read_partial(partial_path).values()), a, settings, t0)
@@ -128,7 +134,7 @@ def main() -> None:
         kb, _ = import_database(a.data, dbname, a.stores / f"{dbname}.kb", database=db)  # checked against the data
         rets = {c: retriever(kb, c) for c in a.conditions if c not in REFERENCES}
         synth = QuerySynthesizer(db, llm, max_tokens=settings.answer.max_sql_tokens, retries=settings.answer.sql_retries,
-                                  statement_style=settings.answer.statement_style)
+                                  statement_style=settings.answer.statement_style, fallback_without_statements=fallback)
         qs = {split: questions(a.data, dbname, split, a.per_db, a.seed) for split in a.splits}
         setup[dbname] = (db, rets, synth, qs)
     a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -154,19 +160,27 @@ def main() -> None:
                         old = done.get((dbname, split, qi, cond))
                         if old and old["question"] == item["question"] and old.get("statement_keys") == keys \
                                 and (not stmts or old.get("statement_style", "paper") == style) \
-                                and same_retries(old, retries):
-                            reused += 1
-                            continue
+                                and same_budget(old, retries, fallback and bool(stmts)):
+                            rec = recheck(old, db, item)
+                            if rec is not None:
+                                reused += 1
+                                if rec is not old:
+                                    done[(dbname, split, qi, cond)] = rec
+                                    partial.write(json.dumps(rec) + "\n")
+                                continue
                         t = time.time()
+                        fell_back = False
                         try:
                             out = synth.run(item["question"], stmts)
                             ok, sql, err = same_result(db, out.result.rows, item["gold"]), out.sql, ""
+                            fell_back = not out.used_statements and bool(stmts)
                         except TagqlError as exc:
                             ok, sql, err = False, "", exc.one_line()
                         rec = {"db": dbname, "split": split, "i": qi, "condition": cond,
                                "question": item["question"], "correct": ok, "sql": sql, "error": err,
                                "statements": len(stmts), "statement_keys": keys, "statement_style": style,
                                "scores": [s.score for s in stmts], "model": settings.llm.model, "sql_retries": retries,
+                               "fallback": fallback and bool(stmts), "fell_back": fell_back,
                                "seconds": round(time.time() - t, 1)}
                         done[(dbname, split, qi, cond)] = rec
                         partial.write(json.dumps(rec) + "\n")
@@ -177,11 +191,33 @@ def main() -> None:
     summarise(list(done.values()), a, settings, t0)
 
 
-def same_retries(old: dict, retries: int) -> bool:
-    """Whether a record stands for ``retries`` repair rounds: made with them, or (at temperature 0 the
-    attempts replay identically) it ended without an error before running out of its own rounds."""
+def recheck(old: dict, db, item: dict) -> dict | None:
+    """A reused record under today's checks of LLM-written SQL (``prepare_sql``, no LLM call): the
+    record itself when its query passes unchanged, a re-scored copy when a new repair rewrites it,
+    None (run again) when a new check rejects it (the model then gets its repair round)."""
+    if not old.get("sql"):
+        return old
+    try:
+        sql = prepare_sql(old["sql"], db, repairs=[], question=item["question"])
+    except TagqlError:
+        return None
+    if sql == old["sql"]:
+        return old
+    try:
+        ok = same_result(db, db.execute(sql).rows, item["gold"])
+    except TagqlError:
+        return None
+    return old | {"sql": sql, "correct": ok, "rechecked_from": old["sql"]}
+
+
+def same_budget(old: dict, retries: int, fallback: bool) -> bool:
+    """Whether a record stands for ``retries`` repair rounds and the ``fallback`` without statements:
+    made with them, or (at temperature 0 the tries replay identically) its query ran within fewer
+    rounds, with the statements, so neither more rounds nor the fallback would have been used."""
     had = old.get("sql_retries", 1)
-    return had == retries or (not old.get("error") and had < retries)
+    if (had, old.get("fallback", False)) == (retries, fallback):
+        return True
+    return not old.get("error") and not old.get("fell_back") and had <= retries
 
 
 def retriever(kb, condition: str):

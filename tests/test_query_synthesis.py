@@ -120,6 +120,34 @@ def test_unknown_table_twice_gives_a_clear_error(db_file: Path) -> None:
         tq.ask("List all heroes")
 
 
+def test_failing_tries_with_statements_fall_back_to_the_bare_question(db_file: Path) -> None:
+    statement = ScoredStatement("eye colour", "colour.eye_colour", 1.0)  # misleads: no such column
+    replies = ["SELECT colour.eye_colour FROM colour", "SELECT eye_colour FROM colour",
+               "SELECT COUNT(*) FROM colour", "There are 35 colours."]
+    tq = session(db_file, replies, knowledge=StaticStatements([statement]))
+    answer = tq.ask("How many colours are there?")
+    prompts = [p[1].content for p in tq.llm.prompts[:3]]
+    assert "eye colour" in prompts[0] and "eye colour" not in prompts[2]  # the third try has no statement
+    assert len(tq.llm.prompts[2]) == 2  # a fresh prompt (system + question), not the repair conversation
+    assert [a.error is None for a in answer.attempts] == [False, False, True]
+    assert answer.values == [35] and answer.statements == []  # the query that ran used none
+    assert any("written from the question alone" in n for n in answer.notes)
+
+
+def test_fallback_can_be_turned_off_and_needs_statements(db_file: Path) -> None:
+    statement = ScoredStatement("eye colour", "colour.eye_colour", 1.0)
+    tq = session(db_file, ["SELECT eye_colour FROM colour", "SELECT eye_colour FROM colour"],
+                 knowledge=StaticStatements([statement]))
+    tq.synthesizer.fallback_without_statements = False
+    with pytest.raises(InvalidQuery, match="eye_colour"):
+        tq.ask("How many colours are there?")
+    # without statements there is nothing to fall back from: two tries, then the error
+    tq = session(db_file, ["SELECT eye_colour FROM colour", "SELECT eye_colour FROM colour", "SELECT 1"])
+    with pytest.raises(InvalidQuery, match="eye_colour"):
+        tq.ask("How many colours are there?")
+    assert len(tq.llm.prompts) == 2
+
+
 def test_reply_without_sql_is_retried_then_reported(db_file: Path) -> None:
     tq = session(db_file, ["Sorry, I can't.", "I really cannot."])
     with pytest.raises(LLMOutputError, match="no SQL"):

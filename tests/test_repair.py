@@ -117,3 +117,34 @@ def test_constants_the_data_does_not_hold_are_kept_and_user_sql_is_never_respelt
     assert prepare_sql(sql, db, repairs=notes) == sql and notes == []
     assert prepare_sql("SELECT COUNT(*) FROM gender WHERE gender = 'female'", db) == \
         "SELECT COUNT(*) FROM gender WHERE gender = 'female'"
+
+
+def test_a_lookup_that_can_match_several_rows_becomes_in(db):
+    # the lookup matches several colour rows: '=' would keep only the first
+    many = "SELECT id FROM colour WHERE colour LIKE 'Blue%'"
+    assert len(db.execute(many).rows) > 1
+    llm_sql = f"SELECT COUNT(*) FROM superhero WHERE eye_colour_id = ({many})"
+    repairs: list[str] = []
+    sql = prepare_sql(llm_sql, db, repairs=repairs)
+    assert repairs == ["eye_colour_id = (SELECT ...) -> eye_colour_id IN (SELECT ...)"]
+    gold = f"SELECT COUNT(*) FROM superhero WHERE eye_colour_id IN ({many})"
+    assert db.execute(sql).rows == db.execute(gold).rows != db.execute(llm_sql).rows
+    # one row by construction (aggregate, LIMIT 1): left as written; user SQL is never rewritten
+    for single in ["SELECT COUNT(*) FROM superhero WHERE height_cm = (SELECT MAX(height_cm) FROM superhero)",
+                   "SELECT full_name FROM superhero WHERE id = (SELECT hero_id FROM hero_power LIMIT 1)"]:
+        notes: list[str] = []
+        assert prepare_sql(single, db, repairs=notes) == single and notes == []
+    assert prepare_sql(llm_sql, db) == llm_sql
+
+
+def test_a_column_compared_with_itself_goes_back_to_the_llm(db):
+    bad = ("SELECT T1.superhero_name FROM superhero AS T1 JOIN publisher AS T2 ON T1.publisher_id = T1.publisher_id "
+           "WHERE T2.publisher_name = 'Dark Horse Comics'")
+    with pytest.raises(InvalidQuery, match="compares a column with itself"):
+        prepare_sql(bad, db, repairs=[])
+    assert prepare_sql(bad, db) == bad  # a user's own SQL is theirs to write
+    good = bad.replace("ON T1.publisher_id = T1.publisher_id", "ON T1.publisher_id = T2.id")
+    synth = QuerySynthesizer(db, ScriptedLLM([bad, good]))
+    out = synth.run("Which heroes are published by Dark Horse Comics?")
+    assert "compares a column with itself" in (out.attempts[0].error or "") and out.sql == good
+    assert len(out.result.rows) > 0

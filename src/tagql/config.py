@@ -73,6 +73,8 @@ class AnswerSettings(BaseModel):
     max_answer_tokens: int = 160
     max_sql_tokens: int = 384
     sql_retries: int = 1
+    # when every try written with domain statements fails, write one more query without them
+    fallback_without_statements: bool = True
     # how domain statements frame the question in the SQL prompt: "external" (BIRD's External
     # Knowledge lines, best with Qwen2.5-Coder) or "paper" (the domain-knowledge paper's wording)
     statement_style: Literal["external", "paper"] = "external"

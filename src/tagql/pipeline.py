@@ -70,6 +70,7 @@ class TagQL:
         self.synthesizer = QuerySynthesizer(
             db, llm, max_tokens=self.settings.answer.max_sql_tokens, retries=self.settings.answer.sql_retries,
             prompt_schema=prompt_schema, statement_style=self.settings.answer.statement_style,
+            fallback_without_statements=self.settings.answer.fallback_without_statements,
         )
 
     @property
@@ -106,7 +107,7 @@ class TagQL:
                 "total_s": round(time.perf_counter() - t_start, 3),
             },
             tokens=self.llm.usage.since(before),
-            statements=statements,
+            statements=statements if outcome.used_statements else [],
             attempts=outcome.attempts,
             notes=list(result.notes),
             truncated=result.truncated,

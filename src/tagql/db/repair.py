@@ -12,13 +12,18 @@ under the wrong table:
    those joins are added; the question's words break a tie between paths.
 
 Anything ambiguous (two candidate tables, eye/hair colour keys the question does not tell apart) is
-left alone: the validation error then goes back to the LLM. A repair only touches a query that would
-otherwise be rejected, and every repair is reported as a note, so a user sees what changed.
+left alone: the validation error then goes back to the LLM. The column repairs only touch a query
+that would otherwise be rejected; every repair is reported as a note, so a user sees what changed.
 
 3. **Value spelling** (:func:`repair_values`, needs the data): ``element = 'Cl'`` where the column only
    holds ``'cl'``. A string constant compared with a column that does not contain it, but contains
    exactly one value equal to it up to case and surrounding spaces, becomes that value. Models write
    constants as the world spells them; the data often spells them otherwise.
+
+4. **Lookups that can match several rows** (:func:`repair_scalar_subqueries`): ``x = (SELECT ...)``
+   becomes ``x IN (SELECT ...)`` unless the subquery yields one row by construction.
+5. **A column compared with itself** (:func:`self_comparisons`): reported, not repaired (nothing says
+   which column was meant); the error goes back to the LLM.
 """
 
 from __future__ import annotations
@@ -355,3 +360,40 @@ def _stored_spelling(db: Database, table: str, column: str, value: str, budget: 
     if len(rows) == 1 and isinstance(rows[0][0], str):
         return rows[0][0]
     return None
+
+
+def repair_scalar_subqueries(tree: exp.Expression) -> list[str]:
+    """``col = (SELECT x FROM ... WHERE ...)`` -> ``col IN (SELECT ...)``: small models write ``=`` for a
+    lookup that can match several rows (``atom_id = (SELECT atom_id FROM atom WHERE element = 'p')``);
+    SQLite then compares with an arbitrary first row, a server raises an error. Left alone when the
+    subquery yields one row by construction (an aggregate without GROUP BY, or LIMIT 1), where the two
+    forms agree; otherwise ``IN`` gives the same answer for one row and the intended one for more."""
+    notes: list[str] = []
+    for eq in list(tree.find_all(exp.EQ)):
+        left, right = eq.this, eq.expression
+        if isinstance(left, exp.Subquery) and not isinstance(right, exp.Subquery):
+            left, right = right, left
+        if not isinstance(right, exp.Subquery) or not isinstance(right.this, exp.Select):
+            continue
+        if not isinstance(left, exp.Column) or _single_row(right.this):
+            continue
+        eq.replace(exp.In(this=left.copy(), query=right.copy()))
+        notes.append(f"{left.sql()} = (SELECT ...) -> {left.sql()} IN (SELECT ...)")
+    return notes
+
+
+def _single_row(select: exp.Select) -> bool:
+    limit = select.args.get("limit")
+    if limit is not None and isinstance(limit.expression, exp.Literal) and limit.expression.this == "1":
+        return True
+    if select.args.get("group"):
+        return False
+    return all(any(True for _ in e.find_all(exp.AggFunc)) for e in select.expressions)
+
+
+def self_comparisons(tree: exp.Expression) -> list[str]:
+    """Conditions that compare a column with itself (``ON T2.molecule_id = T2.molecule_id``): always
+    true, so the join they should express becomes a cross product. Small models write them when they
+    lose track of aliases; nothing says which column was meant, so they go back to the LLM."""
+    return [eq.sql() for eq in tree.find_all(exp.EQ)
+            if isinstance(eq.this, exp.Column) and eq.this.table and eq.this == eq.expression]

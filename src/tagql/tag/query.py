@@ -2,7 +2,9 @@
 
 The LLM writes SQL; we extract it, check it is a single read-only query in the target dialect,
 validate every table/column against the real schema, and execute it. On a validation or
-execution error the LLM gets one more try with the error message (configurable).
+execution error the LLM gets one more try with the error message (configurable). When every try
+made with domain statements failed, one more query is written from the bare question (a statement
+can mislead a small model into a query that cannot run; configurable).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 import sqlglot
 
 from tagql.db.connection import Database, Result
-from tagql.db.repair import repair_columns, repair_values
+from tagql.db.repair import repair_columns, repair_scalar_subqueries, repair_values, self_comparisons
 from tagql.db.safety import fix_sqlite_double_quoted_strings, parse_read_only, validate_against_schema
 from tagql.db.schema import Schema
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery
@@ -77,14 +79,17 @@ class QueryOutcome:
     attempts: list[Attempt] = field(default_factory=list)
     llm_seconds: float = 0.0
     exec_seconds: float = 0.0
+    used_statements: bool = True  # False when the query that ran was written without them (fallback)
 
 
 def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, question: str = "") -> str:
     """Check and normalise ``sql`` for ``db``: read-only, right dialect, known tables/columns.
 
     SQL written in SQLite style for a server database is transpiled with sqlglot. With ``repairs``
-    (a list to append notes to), columns under the wrong table and misspelt constants are fixed (LLM-
-    written SQL only: see ``db/repair.py``; ``question`` helps choose a join). Returns the SQL to execute."""
+    (a list to append notes to), columns under the wrong table, ``= (SELECT ...)`` lookups that can
+    match several rows and misspelt constants are fixed, and a column compared with itself is an
+    error (LLM-written SQL only: see ``db/repair.py``; ``question`` helps choose a join). Returns the
+    SQL to execute."""
     schema = db.schema
     try:
         tree = parse_read_only(sql, db.dialect)
@@ -103,6 +108,11 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     tree = fix_sqlite_double_quoted_strings(tree, schema)
     if repairs is not None:
         repairs += repair_columns(tree, schema, question)
+        repairs += repair_scalar_subqueries(tree)
+        same = self_comparisons(tree)
+        if same:
+            raise InvalidQuery(f"the condition {same[0]} compares a column with itself (always true): "
+                               "compare it with the matching column of the other table")
     validate_against_schema(tree, schema)
     if repairs is not None:
         repairs += repair_values(tree, db)
@@ -116,7 +126,7 @@ class QuerySynthesizer:
 
     def __init__(
         self, db: Database, llm: LLM, *, max_tokens: int = 384, retries: int = 1, prompt_schema: Schema | None = None,
-        statement_style: prompts.StatementStyle = "external",
+        statement_style: prompts.StatementStyle = "external", fallback_without_statements: bool = True,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -124,25 +134,39 @@ class QuerySynthesizer:
         self.retries = retries
         self.prompt_schema = prompt_schema
         self.statement_style = statement_style
+        self.fallback_without_statements = fallback_without_statements
 
     def system_message(self) -> Message:
         schema = self.prompt_schema or self.db.schema
         return system(prompts.system_prompt(self.db.name, schema.to_prompt(), self.db.dialect))
 
     def run(self, question: str, statements: list[ScoredStatement] | None = None) -> QueryOutcome:
+        attempts: list[Attempt] = []
+        clock = [0.0, 0.0]  # LLM seconds, execution seconds, over every try
+        try:
+            return self._write_and_run(question, statements or [], attempts, self.retries, clock)
+        except (LLMOutputError, InvalidQuery, UnsafeQuery, QueryFailed):
+            if not (statements and self.fallback_without_statements):
+                raise
+        outcome = self._write_and_run(question, [], attempts, 0, clock)
+        outcome.used_statements = False
+        outcome.result.notes.append(
+            "the queries written with the domain statements failed; this one was written from the question alone")
+        return outcome
+
+    def _write_and_run(self, question: str, statements: list[ScoredStatement], attempts: list[Attempt],
+                       retries: int, clock: list[float]) -> QueryOutcome:
+        """One prompt, then up to ``retries`` repairs with the error message; appends to ``attempts``
+        and adds the LLM and execution seconds to ``clock``."""
         messages = [
             self.system_message(),
-            user(prompts.sql_user_prompt(
-                question, statements or [], style=self.statement_style, dialect=self.db.dialect,
-            )),
+            user(prompts.sql_user_prompt(question, statements, style=self.statement_style, dialect=self.db.dialect)),
         ]
-        attempts: list[Attempt] = []
-        llm_s = exec_s = 0.0
         last_error: TagqlError | None = None
-        for _ in range(self.retries + 1):
+        for _ in range(retries + 1):
             t0 = time.perf_counter()
             reply = self.llm.complete(messages, max_tokens=self.max_tokens)
-            llm_s += time.perf_counter() - t0
+            clock[0] += time.perf_counter() - t0
             raw_sql = reply.text.strip()
             try:
                 raw_sql = extract_sql(reply.text)
@@ -152,7 +176,7 @@ class QuerySynthesizer:
                 try:
                     result = self.db.execute(sql)
                 finally:
-                    exec_s += time.perf_counter() - t1
+                    clock[1] += time.perf_counter() - t1
                 result.notes[:0] = [f"SQL repaired: {r}" for r in repairs]
             except QueryTimeout:
                 raise
@@ -165,7 +189,7 @@ class QuerySynthesizer:
                 ]
                 continue
             attempts.append(Attempt(sql))
-            return QueryOutcome(sql, result, attempts, llm_s, exec_s)
+            return QueryOutcome(sql, result, attempts, clock[0], clock[1])
         assert last_error is not None
         last_error.attempts = attempts  # type: ignore[attr-defined]
         raise last_error
