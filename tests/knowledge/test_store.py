@@ -190,7 +190,9 @@ def test_check_against_the_data_holds_back_constants_the_column_lacks(kb, shared
     assert [(st.id, reason) for st, reason in changed] == [(ids[0], "the data holds no 'sodium' in atom.element")]
     assert kb.get(ids[0]).status == "approved" and kb.get(ids[4]).reason == "duplicate of #4"
     assert "sodium atoms" not in {s.text for s in r.retrieve(Q)}  # the live retriever saw the new reason
-    assert kb.check(db) == []  # nothing changed since
+    seen: list[tuple[int, int]] = []
+    assert kb.check(db, progress=lambda done, total: seen.append((done, total))) == []  # nothing changed since
+    assert seen[-1] == (4, 4)  # the four statements that are not rejected, reported as they are checked
     kb.edit(ids[0], sql="atom.element = 'na'")
     assert kb.check(db) == [] and kb.get(ids[0]).reason == ""
     assert "sodium atoms" in {s.text for s in r.retrieve(Q)}

@@ -212,9 +212,14 @@ def check(db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None) -> No
     with _errors():
         from tagql.knowledge.validate import holds_back
 
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
         database = live_database(db)
         kb = open_kb(store, db, db_id, create=False)
-        changed = kb.check(database)
+        with Progress(TextColumn("checking statements"), BarColumn(), MofNCompleteColumn(), console=err,
+                      transient=True) as bar:
+            task = bar.add_task("check", total=None)
+            changed = kb.check(database, progress=lambda done, total: bar.update(task, completed=done, total=total))
         for st, reason in changed:
             was = f" (was: {escape(st.reason)})" if st.reason else ""
             now = f"[yellow]{escape(reason)}[/]" if reason else "[green]valid[/]"

@@ -287,14 +287,18 @@ class KnowledgeBase:
                           (np.asarray(emb, dtype=np.float32).tobytes(), self.embedder.name, sid))
         return self.get(sid)
 
-    def check(self, database: Any = None) -> list[tuple[Statement, str]]:
+    def check(self, database: Any = None, progress: Any = None) -> list[tuple[Statement, str]]:
         """Validate every statement again: against the stored schema, and with ``database`` (a connected
         :class:`~tagql.db.Database`) against its current schema and data too. Statuses stay as they are;
         each changed reason is written in one transaction (a retriever picks the changes up). Returns
-        (statement as it was, new reason) for each statement whose reason changed."""
+        (statement as it was, new reason) for each statement whose reason changed. ``progress(done,
+        total)`` is called as statements are checked (a data check looks values up)."""
         changed: list[tuple[Statement, str]] = []
         schema = self.schema if database is None else database.schema
-        for st in self.list(("proposed", "approved")):  # a rejected statement keeps the reviewer's reason
+        live = self.list(("proposed", "approved"))  # a rejected statement keeps the reviewer's reason
+        for n, st in enumerate(live, 1):
+            if progress is not None:
+                progress(n, len(live))
             if not st.sql:
                 continue  # prose without a snippet: nothing to validate (the importer keeps it as is)
             reason = (data_problem(st.sql, database) if database is not None else snippet_problem(st.sql, schema)) or ""
