@@ -210,9 +210,9 @@ def check(db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None) -> No
     """Validate every statement again, against the database's current schema and, when --db is a live
     database, its data (a constant the column does not hold); statuses stay, reasons are updated."""
     with _errors():
-        from tagql.knowledge.validate import holds_back
-
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        from tagql.knowledge.validate import holds_back
 
         database = live_database(db)
         kb = open_kb(store, db, db_id, create=False)
