@@ -182,17 +182,21 @@ def test_check_against_the_data_holds_back_constants_the_column_lacks(kb, shared
         "'molecule with id X' refers to molecule.molecule_id = 'X'",        # a template constant
         "'carcinogenic' refers to molecule.label = '+'",
         "'old note' refers to molecule.label = 'nope'",
+        "'the first molecules' refers to molecule.molecule_id = 'tr00'",    # part of stored ids: named
     ], status="approved")
     kb.reject(ids[4], "duplicate of #4")
     r = kb.retriever("bm25")
     assert "sodium atoms" in {s.text for s in r.retrieve(Q)}
     changed = kb.check(db)
-    assert [(st.id, reason) for st, reason in changed] == [(ids[0], "the data holds no 'sodium' in atom.element")]
+    assert [(st.id, reason) for st, reason in changed] == [
+        (ids[0], "the data holds no 'sodium' in atom.element"),
+        (ids[5], "the data holds no 'tr00' in molecule.molecule_id (it holds 'TR000', 'TR001', 'TR002')"),
+    ]
     assert kb.get(ids[0]).status == "approved" and kb.get(ids[4]).reason == "duplicate of #4"
     assert "sodium atoms" not in {s.text for s in r.retrieve(Q)}  # the live retriever saw the new reason
     seen: list[tuple[int, int]] = []
     assert kb.check(db, progress=lambda done, total: seen.append((done, total))) == []  # nothing changed since
-    assert seen[-1] == (4, 4)  # the four statements that are not rejected, reported as they are checked
+    assert seen[-1] == (5, 5)  # the five statements that are not rejected, reported as they are checked
     kb.edit(ids[0], sql="atom.element = 'na'")
     assert kb.check(db) == [] and kb.get(ids[0]).reason == ""
     assert "sodium atoms" in {s.text for s in r.retrieve(Q)}

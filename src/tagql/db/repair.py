@@ -362,6 +362,22 @@ def _stored_spelling(db: Database, table: str, column: str, value: str, budget: 
     return None
 
 
+def similar_values(db: Database, table: str, column: str, value: str, *, limit: int = 3,
+                   timeout_s: float = 2.0) -> list[str]:
+    """Up to ``limit`` stored values of the column that contain ``value`` (``'Marvel'`` ->
+    ``'Marvel Comics'``), shortest first (then in order): what a reviewer probably meant. [] when none or on error."""
+    col = exp.column(column, quoted=True)
+    pattern = "%" + value.strip().lower().replace("%", "").replace("_", "") + "%"
+    query = (exp.select(col.copy()).distinct().from_(exp.to_table(table, quoted=True))
+             .where(exp.Like(this=exp.func("LOWER", col.copy()), expression=exp.Literal.string(pattern)))
+             .order_by(exp.func("LENGTH", col.copy()), col.copy()).limit(limit))
+    try:
+        rows = db.execute(query.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=limit).rows
+    except TagqlError:
+        return []
+    return [r[0] for r in rows if isinstance(r[0], str)]
+
+
 def repair_scalar_subqueries(tree: exp.Expression) -> list[str]:
     """``col = (SELECT x FROM ... WHERE ...)`` -> ``col IN (SELECT ...)``: small models write ``=`` for a
     lookup that can match several rows (``atom_id = (SELECT atom_id FROM atom WHERE element = 'p')``);

@@ -97,12 +97,15 @@ def data_problem(sql: str, db: Database) -> str | None:
     tree, reason = _checked_tree(sql, db.schema)
     if tree is None:
         return reason
-    from tagql.db.repair import string_comparisons
+    from tagql.db.repair import similar_values, string_comparisons
 
     for comparison in string_comparisons(tree, db):
         for value, stored in zip(comparison.values, comparison.stored):
             if not stored and not _template_constant(value):
-                return f"{_NO_VALUE}'{value}' in {comparison.table}.{comparison.column.name}"
+                where = f"{comparison.table}.{comparison.column.name}"
+                near = similar_values(db, comparison.table, comparison.column.name, value)
+                hint = f" (it holds {', '.join(repr(v) for v in near)})" if near else ""
+                return f"{_NO_VALUE}'{value}' in {where}{hint}"
     return None
 
 
