@@ -200,3 +200,17 @@ def test_check_against_the_data_holds_back_constants_the_column_lacks(kb, shared
     kb.edit(ids[0], sql="atom.element = 'na'")
     assert kb.check(db) == [] and kb.get(ids[0]).reason == ""
     assert "sodium atoms" in {s.text for s in r.retrieve(Q)}
+
+
+def test_check_ignores_the_order_of_a_reason_table_list(kb, shared_data):
+    """A store made from a tables.json and checked against the live database: the same unknown-table
+    reason, with the tables listed in another order, is not reported as a change."""
+    from tagql.db import open_database
+
+    db = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+    (i,) = kb.add_structured(["'colour of atoms' refers to color.color"], status="approved")
+    stored = kb.get(i).reason
+    assert "unknown table 'color'" in stored
+    head, _, tables = stored.partition("; the tables are: ")
+    kb.set_status(i, "approved", f"{head}; the tables are: {', '.join(reversed(tables.split(', ')))}")
+    assert kb.check(db) == []

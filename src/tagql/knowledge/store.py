@@ -302,7 +302,7 @@ class KnowledgeBase:
             if not st.sql:
                 continue  # prose without a snippet: nothing to validate (the importer keeps it as is)
             reason = (data_problem(st.sql, database) if database is not None else snippet_problem(st.sql, schema)) or ""
-            if reason != st.reason:
+            if _reason_key(reason) != _reason_key(st.reason):
                 changed.append((st, reason))
         if changed:
             now = time.time()
@@ -396,6 +396,13 @@ class _WriteTxn:
     def bump(self) -> int:
         self.conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'revision'")
         return int(self.conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0])
+
+
+def _reason_key(reason: str) -> tuple[str, frozenset[str]]:
+    """A reason up to the order of the table list it may end with (a tables.json and the live
+    database list the same tables in different orders: that is no change)."""
+    head, sep, tables = reason.partition("; the tables are: ")
+    return head, frozenset(tables.split(", ")) if sep else frozenset()
 
 
 class StoreRetriever:
