@@ -93,22 +93,23 @@ def main() -> None:
         cands = router.route_many(qs, k=5)
         t0 = time.perf_counter()
         rows = []
-        for i, (q, cs, g) in enumerate(zip(qs, cands, golds)):
+        done = 0  # unsure questions scored so far
+        for q, cs, g in zip(qs, cands, golds):
             dl = np.array([c.score for c in cs])
             p = np.exp((dl - dl.max()) / router.cfg.db_temp)
             p /= p.sum()  # over the top 5 (the ranking among them is what changes)
-            if p[0] >= args.unsure or len([r for r in rows if r["lm"]]) >= args.max_unsure:
-                rows.append({"dbs": [c.database for c in cs], "logp": np.log(p).tolist(), "lm": None, "gold": g.database})
-                continue
-            ll = []
-            for c in cs:
-                if c.database not in texts:
-                    texts[c.database] = schema_text(coll, c.database)
-                ll.append(lm.score(texts[c.database], q))
+            ll = None
+            if p[0] < args.unsure and done < args.max_unsure:
+                ll = []
+                for c in cs:
+                    if c.database not in texts:
+                        texts[c.database] = schema_text(coll, c.database)
+                    ll.append(lm.score(texts[c.database], q))
             rows.append({"dbs": [c.database for c in cs], "logp": np.log(p).tolist(), "lm": ll, "gold": g.database})
-            done = len([r for r in rows if r["lm"]])
-            if done % 10 == 0:
-                print(f"{name}: {done} unsure questions scored ({time.perf_counter() - t0:.0f} s)", flush=True)
+            if ll is not None:
+                done += 1
+                if done % 10 == 0:
+                    print(f"{name}: {done} unsure questions scored ({time.perf_counter() - t0:.0f} s)", flush=True)
         unsure = [r for r in rows if r["lm"]]
         table = {}
         for w in WEIGHTS:

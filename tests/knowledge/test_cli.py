@@ -104,3 +104,18 @@ def test_check_against_a_live_database(tmp_path, shared_data):
     assert "1 reason(s) changed; 1 approved statement(s) held back" in " ".join(r.output.split())
     r = runner.invoke(app, ["check", "--db", str(tmp_path / "missing.sqlite"), "--store", str(store)])
     assert r.exit_code != 0 and "Traceback" not in r.output
+
+
+def test_add_against_a_live_database_checks_only_what_it_adds(tmp_path, shared_data):
+    store, _ = _store(tmp_path, shared_data)
+    from tagql.knowledge.store import KnowledgeBase
+
+    kb = KnowledgeBase.open(store)
+    stale = kb.add_structured(["'iodine atoms' refers to atom.element = 'iodine'"], status="approved")[0]
+    assert kb.get(stale).reason == ""  # added by schema only: nobody looked at the data yet
+    sqlite = str(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+    r = runner.invoke(app, ["add", "--db", sqlite, "--store", str(store), "--structured", "--approved",
+                            "'gold atoms' refers to atom.element = 'gold'"])
+    assert r.exit_code == 0, r.output
+    assert "the data holds no 'gold' in atom.element" in " ".join(r.output.split())
+    assert kb.get(stale).reason == ""  # the rest of the store is `check`'s job, not add's

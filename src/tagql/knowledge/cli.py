@@ -27,8 +27,9 @@ _fail = fail
 _errors = user_errors
 
 
-def load_schema(db: str, db_id: str | None) -> tuple[str, Any]:
-    """(database name, Schema) from a database path/URL or a tables.json + db id."""
+def load_database(db: str, db_id: str | None) -> tuple[str, Any, Any]:
+    """(database name, Schema, the connected Database or None) from a database path/URL, or from a
+    tables.json + db id (a schema without data: no Database)."""
     p = Path(db).expanduser()
     if p.suffix.lower() == ".json":
         if not db_id:
@@ -42,22 +43,12 @@ def load_schema(db: str, db_id: str | None) -> tuple[str, Any]:
             raise KnowledgeStoreError(f"no database {db_id!r} in {p}")
         from tagql.db.schema import Schema
 
-        return db_id, Schema.from_spider(entry)
+        return db_id, Schema.from_spider(entry), None
     from tagql.config import load_settings
     from tagql.db import open_database
 
     database = open_database(db, settings=load_settings().db)
-    return db_id or database.name, database.schema
-
-
-def live_database(db: str | None) -> Any:
-    """The connected database behind ``--db`` (None for a tables.json: a schema without data)."""
-    if not db or Path(db).expanduser().suffix.lower() == ".json":
-        return None
-    from tagql.config import load_settings
-    from tagql.db import open_database
-
-    return open_database(db, settings=load_settings().db)
+    return db_id or database.name, database.schema, database
 
 
 def store_path(store: Path | None, name: str | None) -> Path:
@@ -71,10 +62,16 @@ def store_path(store: Path | None, name: str | None) -> Path:
 
 
 def open_kb(store: Path | None, db: str | None, db_id: str | None, *, create: bool) -> KnowledgeBase:
+    return open_kb_and_database(store, db, db_id, create=create)[0]
+
+
+def open_kb_and_database(store: Path | None, db: str | None, db_id: str | None, *,
+                         create: bool) -> tuple[KnowledgeBase, Any]:
+    """The store, and the connected database behind ``--db`` (None for a tables.json or no --db)."""
     if db:
-        name, schema = load_schema(db, db_id)
-        return KnowledgeBase.open(store_path(store, name), create=create, db_id=name, schema=schema)
-    return KnowledgeBase.open(store_path(store, db_id), create=False)
+        name, schema, database = load_database(db, db_id)
+        return KnowledgeBase.open(store_path(store, name), create=create, db_id=name, schema=schema), database
+    return KnowledgeBase.open(store_path(store, db_id), create=False), None
 
 
 StoreOpt = Annotated[Path | None, typer.Option("--store", help="knowledge store file (default: per database in knowledge_dir)")]
@@ -104,7 +101,7 @@ def add(
             raise KnowledgeStoreError("nothing to add", "pass a statement or --file")
         if not db and store is None:
             raise KnowledgeStoreError("add needs --db (the statements are about a database)")
-        kb = open_kb(store, db, db_id, create=True)
+        kb, database = open_kb_and_database(store, db, db_id, create=True)
         if structured:
             ids = kb.add_structured(items, status="approved" if approved else "proposed", author=author)
         else:
@@ -117,9 +114,8 @@ def add(
                 model = make_llm(settings, backend=llm)
             structurer = Structurer(model, kb.schema, kb.exemplars())
             ids = kb.add_nl(items, structurer, author=author, approve_valid=approved)
-        database = live_database(db)
-        if database is not None:  # a live database: constants are checked against its data too
-            kb.check(database)
+        if database is not None:  # a live database: the new statements' constants are checked against its data
+            kb.check(database, only=ids)
         for s in (kb.get(i) for i in ids):
             _show(s)
         err.print(f"{len(ids)} statement(s) stored in {kb.path}")
@@ -214,8 +210,7 @@ def check(db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None) -> No
 
         from tagql.knowledge.validate import holds_back
 
-        database = live_database(db)
-        kb = open_kb(store, db, db_id, create=False)
+        kb, database = open_kb_and_database(store, db, db_id, create=False)
         with Progress(TextColumn("checking statements"), BarColumn(), MofNCompleteColumn(), console=err,
                       transient=True) as bar:
             task = bar.add_task("check", total=None)

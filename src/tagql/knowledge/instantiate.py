@@ -21,7 +21,6 @@ from tagql.knowledge import ScoredStatement
 from tagql.knowledge.canon import canonicalise
 
 _EDGE = ".,;:?!\"“”()[]"
-_SIMPLE_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _PLACEHOLDER = re.compile(r"[\{\(\[]?(\d+(?:\.\d+)?)[\}\)\]]?")
 
 
@@ -38,7 +37,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 def _number(word: str) -> str | None:
     """The plain number a word carries ("{100}", "79%", "$50", "5"), or None (dates, codes, words)."""
     m = _PLACEHOLDER.search(word)
-    if m is None or _SIMPLE_NUMBER.fullmatch(m.group(1)) is None:
+    if m is None:
         return None
     rest = word[: m.start()] + word[m.end():]
     return m.group(1) if not re.search(r"[\d/\-:]", rest) else None

@@ -77,8 +77,9 @@ class Corpus:
     sqls: list[str]
     embeddings: np.ndarray  # (n, dim) L2-normalised embeddings of canonicalise(text)
     ids: list[int] = field(default_factory=list)
-    # indexes of statements left out when the retriever picks K for a prompt: their snippet names a
-    # table or column the schema lacks (an explicit K, the evidence-F1 protocol, still sees them)
+    # indexes of statements left out when the retriever picks K for a prompt: their validation reason
+    # holds them back (validate.holds_back: a missing table or column, a constant the data lacks; an
+    # explicit K, the evidence-F1 protocol, still sees them)
     held_back: frozenset[int] = frozenset()
     k1: float = 1.5
     b: float = 0.75
@@ -693,7 +694,7 @@ class IndexRetriever:
 
     def _for_prompt(self, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
         """What may go into a prompt when the retriever picks K: no statement held back (its snippet
-        names a table or column the schema lacks; the model would copy it into a failing query), and
+        names a missing table or column, or a value the data lacks: the model would copy it), and
         the best of each group of statements that say the same thing (text up to case and spacing,
         the same SQL): a repeated statement would only take the place of another one (repositories
         gathered per question repeat many: 'published by Dark Horse Comics' twice in a top 3). An

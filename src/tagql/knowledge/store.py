@@ -287,15 +287,20 @@ class KnowledgeBase:
                           (np.asarray(emb, dtype=np.float32).tobytes(), self.embedder.name, sid))
         return self.get(sid)
 
-    def check(self, database: Any = None, progress: Any = None) -> list[tuple[Statement, str]]:
-        """Validate every statement again: against the stored schema, and with ``database`` (a connected
-        :class:`~tagql.db.Database`) against its current schema and data too. Statuses stay as they are;
-        each changed reason is written in one transaction (a retriever picks the changes up). Returns
-        (statement as it was, new reason) for each statement whose reason changed. ``progress(done,
-        total)`` is called as statements are checked (a data check looks values up)."""
+    def check(self, database: Any = None, progress: Any = None,
+              only: Sequence[int] | None = None) -> list[tuple[Statement, str]]:
+        """Validate every statement again (or those with the ids in ``only``): against the stored schema,
+        and with ``database`` (a connected :class:`~tagql.db.Database`) against its current schema and
+        data too. Statuses stay as they are; each changed reason is written in one transaction (a
+        retriever picks the changes up). Returns (statement as it was, new reason) for each statement
+        whose reason changed. ``progress(done, total)`` is called as statements are checked (a data
+        check looks values up)."""
         changed: list[tuple[Statement, str]] = []
-        schema = self.schema if database is None else database.schema
+        schema = self.schema if database is None else None  # data_problem validates against database.schema
         live = self.list(("proposed", "approved"))  # a rejected statement keeps the reviewer's reason
+        if only is not None:
+            wanted = set(only)
+            live = [st for st in live if st.id in wanted]
         for n, st in enumerate(live, 1):
             if progress is not None:
                 progress(n, len(live))
