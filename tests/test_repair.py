@@ -148,3 +148,21 @@ def test_a_column_compared_with_itself_goes_back_to_the_llm(db):
     out = synth.run("Which heroes are published by Dark Horse Comics?")
     assert "compares a column with itself" in (out.attempts[0].error or "") and out.sql == good
     assert len(out.result.rows) > 0
+
+
+def test_a_conditional_count_that_counts_every_row_becomes_a_sum(db):
+    llm_sql = ("SELECT COUNT(CASE WHEN height_cm > 200 THEN 1 ELSE 0 END) AS tall, "
+               "COUNT(CASE WHEN height_cm <= 200 THEN 1 ELSE 0 END) AS other FROM superhero")
+    repairs: list[str] = []
+    sql = prepare_sql(llm_sql, db, repairs=repairs)
+    assert [r.split(" -> ")[1] for r in repairs] == ["SUM(CASE WHEN height_cm > 200 THEN 1 ELSE 0 END)",
+                                                     "SUM(CASE WHEN height_cm <= 200 THEN 1 ELSE 0 END)"]
+    tall, other = db.execute(sql).rows[0]
+    assert tall == db.execute("SELECT COUNT(*) FROM superhero WHERE height_cm > 200").rows[0][0]
+    assert tall < other and len(set(db.execute(llm_sql).rows[0])) == 1  # as written both count every row
+    # a real count (THEN a column, or no ELSE: NULL is not counted) and a user's own SQL stay as written
+    for kept in ["SELECT COUNT(CASE WHEN height_cm > 200 THEN id END) FROM superhero",
+                 "SELECT COUNT(CASE WHEN height_cm > 200 THEN 1 END) FROM superhero"]:
+        notes: list[str] = []
+        assert prepare_sql(kept, db, repairs=notes) == kept and notes == []
+    assert prepare_sql(llm_sql, db) == llm_sql

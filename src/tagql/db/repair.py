@@ -24,6 +24,8 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    becomes ``x IN (SELECT ...)`` unless the subquery yields one row by construction.
 5. **A column compared with itself** (:func:`self_comparisons`): reported, not repaired (nothing says
    which column was meant); the error goes back to the LLM.
+6. **Conditional counts that count every row** (:func:`repair_conditional_counts`):
+   ``COUNT(CASE WHEN c THEN 1 ELSE 0 END)`` counts the zeros too; it becomes ``SUM(...)``.
 """
 
 from __future__ import annotations
@@ -405,6 +407,27 @@ def _single_row(select: exp.Select) -> bool:
     if select.args.get("group"):
         return False
     return all(any(True for _ in e.find_all(exp.AggFunc)) for e in select.expressions)
+
+
+def repair_conditional_counts(tree: exp.Expression) -> list[str]:
+    """``COUNT(CASE WHEN c THEN 1 ELSE 0 END)`` -> ``SUM(CASE WHEN c THEN 1 ELSE 0 END)``: COUNT counts
+    every non-NULL value, so the ``ELSE 0`` rows are counted as well and the two counts a comparison
+    question sets side by side come out equal. Only when every branch is the literal 1 or 0 (a
+    ``THEN col`` or a missing ``ELSE``, which yields NULL, is a real count)."""
+    notes: list[str] = []
+    for count in list(tree.find_all(exp.Count)):
+        case = count.this
+        if not isinstance(case, exp.Case) or case.args.get("default") is None:
+            continue
+        branches = [i.args.get("true") for i in case.args.get("ifs") or []] + [case.args["default"]]
+        if not branches or not all(isinstance(b, exp.Literal) and b.this in ("0", "1") for b in branches):
+            continue
+        if not any(b.this == "0" for b in branches):
+            continue  # all ones: every row counts, as written
+        new = exp.Sum(this=case.copy())
+        notes.append(f"{count.sql()} -> {new.sql()}")
+        count.replace(new)
+    return notes
 
 
 def self_comparisons(tree: exp.Expression) -> list[str]:

@@ -23,6 +23,7 @@ class ScriptedLLM:
         self._fn = replies if callable(replies) else None
         self._replies = [] if callable(replies) else list(replies)
         self.prompts: list[list[Message]] = []
+        self.constraints: list[dict[str, Any] | str | None] = []  # each call's json_schema or grammar
         self.usage = Usage()
         self.digit_probs: Callable[..., list[list[float]]] | None = None
         if digit_probs is not None:
@@ -43,6 +44,7 @@ class ScriptedLLM:
         stop: list[str] | None = None,
     ) -> Completion:
         self.prompts.append(list(messages))
+        self.constraints.append(json_schema if json_schema is not None else grammar)
         if self._fn is not None:
             text = self._fn(messages)
         elif self._replies:

@@ -14,6 +14,7 @@ Entry point for the CLI: ``answer(session, question, method) -> TagAnswer`` (an 
 from __future__ import annotations
 
 import ast
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -83,12 +84,42 @@ def lm_answer(session: TagQL, question: str, data: str) -> tuple[str, list[Any]]
     return reply.text.strip(), [json_value(v) for v in values]
 
 
+_CHOICES = re.compile(r"\b(?:answer|reply|respond)(?: with)?\s+((?:['\"][^'\"]+['\"]\s*(?:,|or)\s*)+['\"][^'\"]+['\"])",
+                      re.IGNORECASE)
+
+
+def offered_choices(question: str) -> list[str]:
+    """The answers a comparison question offers (``... Answer 'halogen' or 'alkali metal'.``), else []."""
+    m = _CHOICES.search(question)
+    return re.findall(r"['\"]([^'\"]+)['\"]", m.group(1)) if m else []
+
+
+def choose(session: TagQL, question: str, data: str, choices: list[str]) -> str:
+    """TAG's generation step for a question that offers its answers: the LM reads the plan's result
+    (e.g. the two counts being compared) and picks one option, constrained to the options."""
+    reply = session.llm.complete(
+        [system(tag_prompts.CHOICE_ANSWER), user(tag_prompts.answer_prompt(data, question))],
+        max_tokens=24, json_schema={"type": "string", "enum": choices})
+    text = reply.text.strip()
+    try:
+        picked = json.loads(text)
+    except ValueError:
+        picked = text.strip('"')
+    if picked not in choices:
+        raise LLMOutputError(f"the LM picked none of the offered answers {choices}: {text[:60]!r}")
+    return picked
+
+
 def sentence(values: list[Any], total_rows: int | None = None) -> str:
     if not values:
         return "No rows satisfy the question."
     shown = ", ".join(str(v) for v in values[:20])
     more = f" (and {len(values) - 20} more)" if len(values) > 20 else ""
     return f"Answer: {shown}{more}."
+
+
+def _is_choice(values: list[Any], choices: list[str]) -> bool:
+    return len(values) == 1 and str(values[0]).strip().lower() in {c.lower() for c in choices}
 
 
 # -- RAG row index ------------------------------------------------------------------------------------------
@@ -179,7 +210,13 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                     run = run_plan(fallback, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
                     sql, result = run.sql, run.result
                     plan["guesses_to_lm_filter"] = converted
-            text, values = lm_answer(session, question, format_data_points(result, session.settings.answer))
+            data = format_data_points(result, session.settings.answer)
+            choices = offered_choices(question)
+            if choices:
+                values = [choose(session, question, data, choices)]
+                text = sentence(values)
+            else:
+                text, values = lm_answer(session, question, data)
         else:
             if p.operators and str(p.operators[-1].get("op", "")).lower() == "agg" and not is_aggregation(question):
                 # a list/count question answers with values: a summary of them would hide them in prose
@@ -196,6 +233,12 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                 values = []
             else:
                 values = result_values(result)
+                choices = offered_choices(question)
+                if choices and not _is_choice(values, choices):
+                    # the plan computed what is compared (two counts, two totals): the LM picks the answer
+                    picked = choose(session, question, format_data_points(result, session.settings.answer), choices)
+                    plan["chose"] = {"from": choices, "picked": picked}
+                    values = [picked]
                 text = sentence(values)
             notes.extend(result.notes)
     usage = llm.usage.since(before)

@@ -9,7 +9,7 @@ A plan (JSON, shown to the user as-is)::
 
 Operators run in order on the SQL result: LM operators ``filter``, ``map``, ``extract``, ``topk``,
 ``agg`` (must be last: it produces the answer text) and relational ``limit``, ``columns``, ``count``,
-``distinct``. A plan with no operators is a purely relational question: plain SQL.
+``distinct``, ``sort`` (by a column, numbers as numbers: ranks by what a ``map`` computed). A plan with no operators is a purely relational question: plain SQL.
 
 Validation happens before any LM operator runs: the SQL passes the usual safety and schema checks, its
 result columns are read with ``LIMIT 0``, and every operator's name, arguments and ``{column}``
@@ -43,7 +43,7 @@ from tagql.tag.query import prepare_sql
 from tagql.tag.udf import execute_with_lm, register_lm_functions, uses_lm_functions
 
 LM_OPS = {"filter", "map", "extract", "topk", "agg"}
-REL_OPS = {"limit", "columns", "count", "distinct"}
+REL_OPS = {"limit", "columns", "count", "distinct", "sort"}
 OPS = LM_OPS | REL_OPS
 
 PLAN_SCHEMA: dict[str, Any] = {
@@ -61,6 +61,7 @@ PLAN_SCHEMA: dict[str, Any] = {
                     "n": {"type": "integer"},
                     "column": {"type": "string"},
                     "columns": {"type": "array", "items": {"type": "string"}},
+                    "desc": {"type": "boolean"},
                 },
                 "required": ["op"],
             },
@@ -68,6 +69,10 @@ PLAN_SCHEMA: dict[str, Any] = {
     },
     "required": ["sql", "operators"],
 }
+
+
+WITH_OPERATOR: dict[str, Any] = {**PLAN_SCHEMA, "properties": {**PLAN_SCHEMA["properties"], "operators": {
+    **PLAN_SCHEMA["properties"]["operators"], "minItems": 1}}}
 
 
 class PlanError(TagqlError):
@@ -159,10 +164,15 @@ def _guesses(tree: Any, db: Database, question: str) -> list[Comparison]:
     ('Cl', 'Br', 'I')`` for "halogen atoms": the model's own, often incomplete, list). A single stored
     value stays (``bond_type = '='`` for "double bonds"), as does any value the question names, and any
     comparison on an identifier column."""
-    asked = question.lower()
     ids = identifier_columns(db)  # an LM cannot judge ids: a wrong id stays for validation and the answer
     return [c for c in string_comparisons(tree, db, max_lookups=64) if c.column.name.lower() not in ids
-            and (not all(c.stored) or (len(c.values) >= 2 and not any(v.lower() in asked for v in c.values)))]
+            and (not all(c.stored) or (len(c.values) >= 2 and not any(_names(question, v) for v in c.values)))]
+
+
+def _names(question: str, value: str) -> bool:
+    """Does the question name ``value`` as a word or phrase (not inside a word: element 'c' is not named
+    by "contain")?"""
+    return re.search(rf"(?<!\w){re.escape(value.lower())}(?!\w)", question.lower()) is not None
 
 
 def normalize_instruction(instruction: str, columns: list[str]) -> str:
@@ -192,6 +202,11 @@ def normalize_instruction(instruction: str, columns: list[str]) -> str:
     return instruction
 
 
+
+
+def uses_language_model(plan: Plan) -> bool:
+    """Does the plan call the LM: an LM operator, or an LM function inside its SQL?"""
+    return uses_lm_functions(plan.sql) or any(str(o.get("op", "")).lower() in LM_OPS for o in plan.operators)
 
 
 _ID_NAME = re.compile(r"(^|_)id\d*$|[a-z]Id\d*$|ID\d*$")
@@ -267,9 +282,51 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine) -> tuple[str, lis
             if missing:
                 raise PlanError(f"{where}: unknown column '{missing[0]}'", f"the columns are: {', '.join(cols)}")
             cols = [cols[resolve_or_none(str(c), cols)] for c in wanted]  # type: ignore[index]
+        elif name == "sort":
+            key = op.get("column")
+            if not isinstance(key, str) or resolve_or_none(key, cols) is None:
+                raise PlanError(f"{where}: needs the 'column' to sort by", f"the columns are: {', '.join(cols)}")
+            op["column"] = cols[resolve_or_none(key, cols)]  # type: ignore[index]
+            op["desc"] = bool(op.get("desc", False))
         elif name == "count":
             cols = ["count"]
     return sql, seen
+
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+_SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+
+
+def sort_key(value: Any) -> tuple[int, float, str]:
+    """Order values as numbers when they read as one (``39.5``, ``"1,234"``, ``"about 39 million"``,
+    ``"1937"``), else as text; missing values last. A ``map`` answers in words, so its numbers are text."""
+    if value is None or value == "":
+        return (2, 0.0, "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    text = str(value)
+    m = _NUMBER.search(text)
+    if m:
+        number = float(m.group().replace(",", ""))
+        after = text[m.end():].strip().lower()
+        for word, scale in _SCALE.items():
+            if after.startswith(word):
+                number *= scale
+                break
+        return (0, number, "")
+    return (1, 0.0, text.lower())
+
+
+def sort_rows(columns: list[str], rows: list[tuple[Any, ...]], column: str, *, desc: bool) -> list[tuple[Any, ...]]:
+    """``rows`` ordered by ``column`` (stable): numbers first, then text, then missing values, whichever
+    the direction."""
+    i = resolve_or_none(column, columns)
+    if i is None:
+        raise PlanError(f"sort: unknown column '{column}'", f"the columns are: {', '.join(columns)}")
+    groups: list[list[tuple[Any, ...]]] = [[], [], []]
+    for r in rows:
+        groups[sort_key(r[i])[0]].append(r)
+    return [r for g in groups[:2] for r in sorted(g, key=lambda r: sort_key(r[i]), reverse=desc)] + groups[2]
 
 
 @dataclass
@@ -308,6 +365,9 @@ def run_plan(plan: Plan, db: Database, engine: SemEngine, *, udf_timeout_s: floa
             table = SemTable(table.columns, table.rows[: op["n"]], engine)
         elif name == "distinct":
             table = SemTable(table.columns, list(dict.fromkeys(table.rows)), engine)
+        elif name == "sort":
+            table = SemTable(table.columns, sort_rows(table.columns, table.rows, op["column"], desc=op["desc"]),
+                             engine)
         elif name == "columns":
             idx = [resolve_or_none(str(c), table.columns) for c in op["columns"]]
             table = SemTable([table.columns[i] for i in idx], [tuple(r[i] for i in idx) for r in table.rows],
@@ -344,17 +404,28 @@ class Planner:
         reply = self.llm.complete(msgs, max_tokens=2, grammar='root ::= "yes" | "no"')
         return reply.text.strip().lower().startswith("yes")
 
+    def asks_for_order(self, question: str) -> bool:
+        """One more grammar-constrained token for a hybrid question: is the answer an ordered list? Such
+        plans need an order SQL or a map + sort gives; told so, the model stops using ``topk`` (a
+        relevance judgement) to sort by a quantity."""
+        msgs = [self.messages(question)[0], user(prompts.ordered_prompt(question))]
+        reply = self.llm.complete(msgs, max_tokens=2, grammar='root ::= "yes" | "no"')
+        return reply.text.strip().lower().startswith("yes")
+
     def make(self, question: str) -> tuple[Plan, list[dict[str, Any]]]:
         hybrid = self.hybrid = self.needs_operators(question)
+        ordered = hybrid and self.asks_for_order(question)
         messages = self.messages(question)
-        schema = PLAN_SCHEMA
         if hybrid:
-            messages[-1] = user(prompts.plan_user_prompt(question) + prompts.HYBRID_HINT)
-            schema = {**PLAN_SCHEMA, "properties": {**PLAN_SCHEMA["properties"], "operators": {
-                **PLAN_SCHEMA["properties"]["operators"], "minItems": 1}}}
-        attempts: list[dict[str, Any]] = [{"needs_lm_operators": hybrid}]
+            hint = prompts.HYBRID_HINT + (prompts.ORDER_HINT if ordered else "")
+            messages[-1] = user(prompts.plan_user_prompt(question) + hint)
+        attempts: list[dict[str, Any]] = [{"needs_lm_operators": hybrid, **({"ordered": True} if ordered else {})}]
         last: TagqlError | None = None
-        empty: Plan | None = None  # a valid plan whose SQL finds nothing: kept in case the repair fails
+        # valid plans kept in case every repair fails: one whose SQL finds nothing (an empty answer may be
+        # the right one), one that does not use the LM a hybrid question asked for (SQL may do it all:
+        # ORDER BY LENGTH(name) is "reasoning" that needs no model)
+        fallback: tuple[Plan, str] | None = None
+        schema = PLAN_SCHEMA
         for _ in range(self.retries + 1):
             reply = self.llm.complete(messages, max_tokens=self.max_tokens, json_schema=schema)
             try:
@@ -371,10 +442,17 @@ class Planner:
                         attempts.append({"guesses_to_lm_filter": converted})
                         sql, _ = validate_plan(plan, self.db, self.engine)
                 if plan.operators and self._finds_nothing(sql):
-                    empty = empty or plan
+                    fallback = fallback or (plan, "empty_result")
                     raise PlanError("the plan's SQL returns no rows, so its operators have nothing to work on",
                                     "do not guess values in WHERE for what an operator decides: select that "
                                     "column and let a filter judge it")
+                if hybrid and not uses_language_model(plan):
+                    fallback = fallback or (plan, "no_lm")
+                    schema = WITH_OPERATOR  # small models repeat their plan: the retry must add an operator
+                    raise PlanError("the plan does not use the language model, but the question needs "
+                                    "knowledge or judgement the database does not store",
+                                    "add a filter, map or topk operator, or call LM_FILTER in the SQL; keep "
+                                    "the SQL alone only if it answers exactly")
             except (LLMOutputError, PlanError) as exc:
                 attempts.append({"plan": reply.text.strip()[:2000], "error": exc.one_line()})
                 last = exc
@@ -383,9 +461,9 @@ class Planner:
                 continue
             attempts.append({"plan": plan.to_dict(), "error": None})
             return plan, attempts
-        if empty is not None:  # nothing better came back: an empty answer may be the right one
-            attempts.append({"plan": empty.to_dict(), "error": None, "empty_result": True})
-            return empty, attempts
+        if fallback is not None:  # nothing better came back
+            attempts.append({"plan": fallback[0].to_dict(), "error": None, fallback[1]: True})
+            return fallback[0], attempts
         assert last is not None
         raise last
 

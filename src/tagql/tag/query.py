@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 import sqlglot
 
 from tagql.db.connection import Database, Result
-from tagql.db.repair import repair_columns, repair_scalar_subqueries, repair_values, self_comparisons
+from tagql.db.repair import (
+    repair_columns,
+    repair_conditional_counts,
+    repair_scalar_subqueries,
+    repair_values,
+    self_comparisons,
+)
 from tagql.db.safety import fix_sqlite_double_quoted_strings, parse_read_only, validate_against_schema
 from tagql.db.schema import Schema
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery
@@ -109,6 +115,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     if repairs is not None:
         repairs += repair_columns(tree, schema, question)
         repairs += repair_scalar_subqueries(tree)
+        repairs += repair_conditional_counts(tree)
         same = self_comparisons(tree)
         if same:
             raise InvalidQuery(f"the condition {same[0]} compares a column with itself (always true): "

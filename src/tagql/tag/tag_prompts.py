@@ -4,27 +4,40 @@ from __future__ import annotations
 
 PLAN_GUIDE = """\
 Answer questions by writing a plan: one SQLite query plus an ordered list of operators that run on its result.
-SQL does all exact work (joins, comparisons, counts, sorting by numbers). Operators use a language model for
-what SQL cannot know: world knowledge or reasoning about text. Operators:
+SQL does all exact work: joins, comparisons, counts, and ordering by numbers, dates or text length (ORDER BY
+LENGTH(col)). Operators use a language model for what SQL cannot know: world knowledge or reasoning about text.
+Operators:
 - {"op": "filter", "instruction": "{Col} is ..."}: keep rows for which the statement is true.
-- {"op": "topk", "instruction": "{Col} is ...", "k": N}: the N rows that best match, best first.
-- {"op": "map", "instruction": "... {Col} ...", "column": "new_col"}: a new column computed per row.
+- {"op": "map", "instruction": "... {Col} ...", "column": "new_col"}: a new column the language model computes
+  per row (a category, a number it knows such as a population or a year, the month a name refers to).
+- {"op": "sort", "column": "Col", "desc": true}: order the rows by a column (numbers as numbers), e.g. a mapped one.
+- {"op": "topk", "instruction": "{Col} is ...", "k": N}: the N rows that best fit a judgement of their text.
 - {"op": "agg", "instruction": "Summarize ..."}: summarise all rows into the answer text (last operator).
 - {"op": "limit", "n": N}, {"op": "columns", "columns": ["Col"]}, {"op": "count"}, {"op": "distinct"}.
 Instructions reference the SQL result's columns in braces, exactly as the SQL names them.
 Operators keep the SQL row order, so ORDER BY in SQL, then filter, then limit, picks the top row that passes.
+Inside SQL, LM_FILTER('{Col} is ...', Col) is 1 when the statement holds for the row's value and 0 otherwise:
+use it to count or compare groups the database does not label.
 If the question depends on facts the database does not store (a region, a category, a property of a named
-thing, the meaning of a text), never guess a list of values in the SQL WHERE clause: select that column and
-use a filter operator on it. When SQL alone answers the question, use "operators": [].
+thing, the meaning of a text), never guess a list of values in the SQL WHERE clause: let the language model
+judge the column. When SQL alone answers the question, use "operators": [].
 Reply with JSON only: {"sql": "...", "operators": [...]}.
 
-Examples (on another database):
+Examples (on other databases):
 Question: How many schools with an average math score over 560 are in counties in the Bay Area?
 {"sql": "SELECT s.School, s.County FROM schools s JOIN satscores t ON s.CDSCode = t.cds WHERE t.AvgScrMath > 560", "operators": [{"op": "filter", "instruction": "{County} is a county in the San Francisco Bay Area"}, {"op": "count"}]}
 Question: What is the phone number of the school with the lowest reading score in a county in Southern California?
 {"sql": "SELECT s.Phone, s.County FROM schools s JOIN satscores t ON s.CDSCode = t.cds WHERE t.AvgScrRead IS NOT NULL ORDER BY t.AvgScrRead ASC", "operators": [{"op": "filter", "instruction": "{County} is a county in Southern California"}, {"op": "limit", "n": 1}, {"op": "columns", "columns": ["Phone"]}]}
+Question: Do more users live in European cities or in Asian cities? Answer 'Europe' or 'Asia'.
+{"sql": "SELECT SUM(LM_FILTER('{Location} is in Europe', Location)) AS europe, SUM(LM_FILTER('{Location} is in Asia', Location)) AS asia FROM users", "operators": []}
+Question: Among the cities of schools in Alameda county, list the two most populous, largest first.
+{"sql": "SELECT DISTINCT City FROM schools WHERE County = 'Alameda'", "operators": [{"op": "map", "instruction": "the population of the city {City}, as a number", "column": "population"}, {"op": "sort", "column": "population", "desc": true}, {"op": "limit", "n": 2}, {"op": "columns", "columns": ["City"]}]}
+Question: List the posts titled '<Weekday> digest' in weekday order, Monday first.
+{"sql": "SELECT Title FROM posts WHERE Title LIKE '% digest'", "operators": [{"op": "map", "instruction": "the number of the weekday named in {Title}, Monday = 1", "column": "day"}, {"op": "sort", "column": "day", "desc": false}, {"op": "columns", "columns": ["Title"]}]}
 Question: Of the 5 posts with the most views, list their titles from most to least technical.
 {"sql": "SELECT Title FROM posts ORDER BY ViewCount DESC LIMIT 5", "operators": [{"op": "topk", "instruction": "{Title} is technical", "k": 5}]}
+Question: Of the 10 newest posts, list their titles from shortest to longest.
+{"sql": "SELECT Title FROM (SELECT Title FROM posts ORDER BY CreationDate DESC LIMIT 10) ORDER BY LENGTH(Title) ASC", "operators": []}
 Question: Summarize the comments on the post titled 'How does gentle boosting differ from AdaBoost?'.
 {"sql": "SELECT c.Text FROM comments c JOIN posts p ON c.PostId = p.Id WHERE p.Title = 'How does gentle boosting differ from AdaBoost?'", "operators": [{"op": "agg", "instruction": "Summarize the comments"}]}
 Question: How many schools are in Fresno county?
@@ -52,8 +65,24 @@ def needs_lm_prompt(question: str) -> str:
 
 
 HYBRID_HINT = (
-    "This question needs at least one language-model operator (filter, topk, map or agg) on a column of the "
-    "SQL result: select the rows and columns in SQL without guessing values, then apply the operator.\n"
+    "This question needs the language model: select the rows and columns in SQL without guessing values, then "
+    "judge or compute with an operator (filter, map, sort, topk or agg) or with LM_FILTER inside the SQL.\n"
+)
+
+
+def ordered_prompt(question: str) -> str:
+    return (
+        f"Question: {question}\n"
+        "Does this question ask for items listed in a particular order (ranked, sorted, from first to last)? "
+        "Answer yes or no."
+    )
+
+
+ORDER_HINT = (
+    "The answer is a list in order. Select the items in SQL. When a stored column or an SQL expression gives "
+    "the order (a number, a date, a count, LENGTH(text)), ORDER BY it in SQL. When only knowledge or reading "
+    "the text gives it (a year, a population, the month a name refers to), add a map operator that gives each "
+    "item that number, then a sort operator on the new column.\n"
 )
 
 
@@ -75,6 +104,11 @@ LIST_ANSWER = (
     "Your answer must be a list of values that is evaluatable in Python. Respond in the format "
     "[value1, value2, ..., valueN]. If you are unable to answer the question, respond with []. Respond with "
     "only the list of values and nothing else. If a value is a string, it must be enclosed in double quotes."
+)
+
+CHOICE_ANSWER = (
+    "You will be given a list of data points and a question that offers its possible answers. Use the data "
+    "points to decide, comparing the numbers they give, and reply with exactly one of the offered answers."
 )
 
 AGG_ANSWER = (
