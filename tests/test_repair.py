@@ -138,14 +138,15 @@ def test_a_lookup_that_can_match_several_rows_becomes_in(db):
 
 
 def test_a_column_compared_with_itself_goes_back_to_the_llm(db):
-    bad = ("SELECT T1.superhero_name FROM superhero AS T1 JOIN publisher AS T2 ON T1.publisher_id = T1.publisher_id "
-           "WHERE T2.publisher_name = 'Dark Horse Comics'")
+    # superhero links to colour three times (eye, hair, skin): nothing says which link was meant
+    bad = ("SELECT T1.superhero_name FROM superhero AS T1 JOIN colour AS T2 ON T1.eye_colour_id = T1.eye_colour_id "
+           "WHERE T2.colour = 'Violet'")
     with pytest.raises(InvalidQuery, match="compares a column with itself"):
         prepare_sql(bad, db, repairs=[])
     assert prepare_sql(bad, db) == bad  # a user's own SQL is theirs to write
-    good = bad.replace("ON T1.publisher_id = T1.publisher_id", "ON T1.publisher_id = T2.id")
+    good = bad.replace("ON T1.eye_colour_id = T1.eye_colour_id", "ON T1.eye_colour_id = T2.id")
     synth = QuerySynthesizer(db, ScriptedLLM([bad, good]))
-    out = synth.run("Which heroes are published by Dark Horse Comics?")
+    out = synth.run("Which heroes have violet eyes?")
     assert "compares a column with itself" in (out.attempts[0].error or "") and out.sql == good
     assert len(out.result.rows) > 0
 
@@ -166,3 +167,15 @@ def test_a_conditional_count_that_counts_every_row_becomes_a_sum(db):
         notes: list[str] = []
         assert prepare_sql(kept, db, repairs=notes) == kept and notes == []
     assert prepare_sql(llm_sql, db) == llm_sql
+
+
+def test_a_join_comparing_a_column_with_itself_takes_the_one_foreign_key_link(shared_data):
+    club = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    llm_sql = ("SELECT COUNT(*) FROM member AS T1 JOIN zip_code AS T2 ON T1.zip = T1.zip "
+               "WHERE T2.state = 'Illinois'")
+    repairs: list[str] = []
+    sql = prepare_sql(llm_sql, club, repairs=repairs)
+    assert repairs == ["T1.zip = T1.zip -> T1.zip = T2.zip_code"]
+    gold = ("SELECT COUNT(*) FROM member JOIN zip_code ON member.zip = zip_code.zip_code "
+            "WHERE zip_code.state = 'Illinois'")
+    assert club.execute(sql).rows == club.execute(gold).rows != club.execute(llm_sql).rows

@@ -68,15 +68,14 @@ def test_invalid_plans_rejected_before_any_lm_call(superhero, bad, msg):
 def test_planner_repairs_an_invalid_plan(superhero):
     bad = json.dumps({"sql": "SELECT superhero_name FROM superhero",
                       "operators": [{"op": "filter", "instruction": "{name} is a woman"}]})
-    llm = ScriptedLLM(["yes", "no", bad, json.dumps(HYBRID)])
+    llm = ScriptedLLM(["yes", bad, json.dumps(HYBRID)])
     plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which person publisher has most heroes?")
     assert plan.operators[0]["op"] == "filter"
     assert attempts[0] == {"needs_lm_operators": True}
     assert attempts[1]["error"] and "name" in attempts[1]["error"] and attempts[2]["error"] is None
-    assert "particular order" in llm.prompts[1][-1].content  # asked only of hybrid questions
-    assert "This question needs the language model" in llm.prompts[2][-1].content
-    assert llm.prompts[0][0] == llm.prompts[1][0] == llm.prompts[2][0]  # yes/no questions share the plan's prefix
-    assert "invalid" in llm.prompts[3][-1].content
+    assert "This question needs the language model" in llm.prompts[1][-1].content
+    assert llm.prompts[0][0] == llm.prompts[1][0]  # the yes/no question shares the plan's system prefix
+    assert "invalid" in llm.prompts[2][-1].content
 
 
 def session(db, fn):
@@ -102,7 +101,7 @@ def test_tag_method_end_to_end(superhero, tmp_path):
     assert json.loads(json.dumps(d))["method"] == "tag"  # the --json output is serialisable
     # a second run hits the persistent operator cache: only the plan call
     a2 = answer(s, "Which publisher that is a person has the most heroes?", "tag")
-    assert a2.lm_calls == 3 and a2.values == a.values  # classify, ordered?, plan
+    assert a2.lm_calls == 2 and a2.values == a.values  # classify + plan
 
 
 def test_relational_question_is_plain_sql(superhero, tmp_path):
@@ -220,14 +219,14 @@ FULL = {"sql": "SELECT superhero_name FROM superhero WHERE height_cm > 900",
 
 
 def test_plan_whose_sql_finds_nothing_is_repaired(superhero):
-    llm = ScriptedLLM(["yes", "no", json.dumps(EMPTY), json.dumps(FULL)])
+    llm = ScriptedLLM(["yes", json.dumps(EMPTY), json.dumps(FULL)])
     plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which giant heroes are women?")
     assert plan.sql == FULL["sql"]
-    assert "returns no rows" in attempts[1]["error"] and "returns no rows" in llm.prompts[3][-1].content
+    assert "returns no rows" in attempts[1]["error"] and "returns no rows" in llm.prompts[2][-1].content
 
 
 def test_plan_that_stays_empty_is_kept_rather_than_dropped(superhero):
-    llm = ScriptedLLM(["yes", "no", json.dumps(EMPTY), "not a plan"])
+    llm = ScriptedLLM(["yes", json.dumps(EMPTY), "not a plan"])
     plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which giant heroes are women?")
     assert plan.sql == EMPTY["sql"] and attempts[-1]["empty_result"] is True
 
@@ -235,12 +234,12 @@ def test_plan_that_stays_empty_is_kept_rather_than_dropped(superhero):
 def test_guessed_values_become_lm_filters_on_hybrid_plans(superhero):
     guess = {"sql": "SELECT publisher_name FROM publisher WHERE publisher_name IN ('Lucasfilm', 'Rowling Books')",
              "operators": [{"op": "count"}]}
-    llm = ScriptedLLM(["yes", "no", json.dumps(guess), "{publisher_name} is named after a person"])
+    llm = ScriptedLLM(["yes", json.dumps(guess), "{publisher_name} is named after a person"])
     plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("How many publishers are named after a person?")
     assert plan.sql == ("SELECT publisher_name FROM publisher "
                         "WHERE LM_FILTER('{publisher_name} is named after a person', publisher_name)")
     assert attempts[1]["guesses_to_lm_filter"][0].startswith("publisher_name IN ('Lucasfilm', 'Rowling Books') ->")
-    assert "publisher.publisher_name" in llm.prompts[3][-1].content  # the criterion call names the column
+    assert "publisher.publisher_name" in llm.prompts[2][-1].content  # the criterion call names the column
 
 
 @pytest.mark.parametrize("where, question", [
@@ -270,7 +269,7 @@ def test_fallback_sql_of_a_hybrid_question_judges_instead_of_guessing(superhero,
             return judge(messages)
         return replies.pop(0)
 
-    replies = ["yes", "no", "no plan", "still no plan", sql, "{publisher_name} is a person", '["George Lucas"]']
+    replies = ["yes", "no plan", "still no plan", sql, "{publisher_name} is a person", '["George Lucas"]']
     llm = ScriptedLLM(reply)
     s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
     a = answer(s, "Which publishers are people?", "tag")
@@ -283,7 +282,7 @@ def test_double_quoted_guesses_are_read_as_sqlite_reads_them(superhero):
     """SQLite reads "Lucasfilm" as a string when no column has that name; so does the guess detection."""
     guess = {"sql": 'SELECT publisher_name FROM publisher WHERE publisher_name IN ("Lucasfilm", "Rowling Books")',
              "operators": [{"op": "count"}]}
-    llm = ScriptedLLM(["yes", "no", json.dumps(guess), "{publisher_name} is named after a person"])
+    llm = ScriptedLLM(["yes", json.dumps(guess), "{publisher_name} is named after a person"])
     plan, _ = Planner(superhero, llm, SemEngine(llm)).make("How many publishers are named after a person?")
     assert "LM_FILTER('{publisher_name} is named after a person', publisher_name)" in plan.sql
 
@@ -293,7 +292,7 @@ def test_guesses_are_read_after_validation_adds_a_missing_join(shared_data):
     db = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
     guess = {"sql": "SELECT COUNT(*) FROM expense WHERE budget.category IN ('Food', 'Drinks')",
              "operators": [{"op": "count"}]}
-    llm = ScriptedLLM(["yes", "no", json.dumps(guess), "{category} is food or drink"])
+    llm = ScriptedLLM(["yes", json.dumps(guess), "{category} is food or drink"])
     plan, attempts = Planner(db, llm, SemEngine(llm)).make("How many expense records were spent on food or drinks?")
     assert "JOIN budget" in plan.sql and "LM_FILTER('{category} is food or drink'" in plan.sql
     assert any("guesses_to_lm_filter" in a for a in attempts)
@@ -315,10 +314,10 @@ def test_an_operator_over_an_identifier_column_is_refused_before_it_runs(shared_
     bad = {"sql": "SELECT atom_id2 FROM connected", "operators": [
         {"op": "filter", "instruction": "{atom_id2} is a unique identifier for atoms in a molecule"}]}
     good = {"sql": "SELECT element FROM atom", "operators": [{"op": "filter", "instruction": "{element} is a halogen"}]}
-    llm = ScriptedLLM(["yes", "no", json.dumps(bad), json.dumps(good)])
+    llm = ScriptedLLM(["yes", json.dumps(bad), json.dumps(good)])
     plan, attempts = Planner(db, llm, SemEngine(llm)).make("How many atoms are halogens?")
     assert plan.sql == good["sql"] and "identifier column" in attempts[1]["error"]
-    assert llm.usage.calls == 4  # refused by validation: not one judgement over the 24,758 ids
+    assert llm.usage.calls == 3  # refused by validation: not one judgement over the 24,758 ids
 
 
 @pytest.mark.parametrize("name, is_id", [("atom_id2", True), ("molecule_id", True), ("element", False),
@@ -376,21 +375,32 @@ def test_sort_on_a_missing_column_is_refused_before_any_lm_call(superhero):
 SQL_ONLY = {"sql": "SELECT superhero_name FROM superhero ORDER BY LENGTH(superhero_name) LIMIT 3", "operators": []}
 
 
-def test_hybrid_question_whose_plan_skips_the_lm_is_asked_again_then_kept():
+def test_a_plan_uses_the_language_model_through_an_operator_or_an_lm_function():
     from tagql.tag.plan import uses_language_model
 
     assert not uses_language_model(Plan.from_obj(SQL_ONLY))
     assert uses_language_model(Plan.from_obj({"sql": "SELECT SUM(LM_FILTER('{a} is x', a)) FROM t", "operators": []}))
 
 
-def test_sql_only_plan_for_a_hybrid_question(superhero):
-    llm = ScriptedLLM(["yes", "no", json.dumps(SQL_ONLY), json.dumps(SQL_ONLY)])
+def test_sql_only_plan_for_a_hybrid_question_is_kept_and_marked(superhero):
+    llm = ScriptedLLM(["yes", json.dumps(SQL_ONLY)])
     plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which three heroes have the shortest names?")
-    assert "does not use the language model" in attempts[1]["error"]
-    assert "LM_FILTER" in llm.prompts[3][-1].content  # the repair says how
-    assert "minItems" not in json.dumps(llm.constraints[2])  # first the model may do it all in SQL ...
-    assert llm.constraints[3]["properties"]["operators"]["minItems"] == 1  # ... the retry must add an operator
-    assert plan.sql == SQL_ONLY["sql"] and attempts[-1]["no_lm"] is True
+    assert plan.sql == SQL_ONLY["sql"] and attempts[-1]["no_lm"] is True and llm.usage.calls == 2
+
+
+def test_a_hybrid_plan_naming_a_missing_column_is_told_to_map_the_fact(superhero):
+    invented = {"sql": "SELECT publisher_name FROM publisher ORDER BY founding_year", "operators": []}
+    mapped = {"sql": "SELECT publisher_name FROM publisher",
+              "operators": [{"op": "map", "instruction": "the founding year of {publisher_name}", "column": "year"},
+                            {"op": "sort", "column": "year"}]}
+    llm = ScriptedLLM(["yes", json.dumps(invented), json.dumps(mapped)])
+    plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("List the publishers from oldest to newest.")
+    assert "founding_year" in attempts[1]["error"] and "add a map operator" in llm.prompts[2][-1].content
+    assert plan.operators[1]["op"] == "sort"
+    # a relational question's missing column is only reported
+    llm = ScriptedLLM(["no", json.dumps(invented), json.dumps(SQL_ONLY)])
+    _, attempts = Planner(superhero, llm, SemEngine(llm)).make("List the publishers by founding year.")
+    assert "map operator" not in llm.prompts[2][-1].content
 
 
 @pytest.mark.parametrize("question, choices", [

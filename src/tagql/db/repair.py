@@ -22,8 +22,10 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
 
 4. **Lookups that can match several rows** (:func:`repair_scalar_subqueries`): ``x = (SELECT ...)``
    becomes ``x IN (SELECT ...)`` unless the subquery yields one row by construction.
-5. **A column compared with itself** (:func:`self_comparisons`): reported, not repaired (nothing says
-   which column was meant); the error goes back to the LLM.
+5. **A column compared with itself** (:func:`self_comparisons`): in a JOIN's ON clause, when the joined
+   table and the tables before it share exactly one foreign-key link, the condition becomes that link
+   (:func:`repair_self_joins`); anywhere else it is reported, not repaired (nothing says which column
+   was meant), and the error goes back to the LLM.
 6. **Conditional counts that count every row** (:func:`repair_conditional_counts`):
    ``COUNT(CASE WHEN c THEN 1 ELSE 0 END)`` counts the zeros too; it becomes ``SUM(...)``.
 """
@@ -430,8 +432,39 @@ def repair_conditional_counts(tree: exp.Expression) -> list[str]:
     return notes
 
 
+def repair_self_joins(tree: exp.Expression, schema: Schema) -> list[str]:
+    """``JOIN zip_code AS T2 ON T2.zip = T2.zip`` -> ``ON T1.zip = T2.zip_code``: a join condition that
+    compares a column with itself (always true: a cross product) is replaced by the one foreign-key
+    link between the joined table and the tables before it, when there is exactly one."""
+    notes: list[str] = []
+    links = _links(schema)
+    for select in list(tree.find_all(exp.Select)):
+        sources = _sources(select, schema)
+        joins = select.args.get("joins") or []
+        if sources is None:
+            continue
+        for i, join in enumerate(joins):
+            on = join.args.get("on")
+            same = [eq for eq in (on.find_all(exp.EQ) if on is not None else [])
+                    if isinstance(eq.this, exp.Column) and eq.this == eq.expression]
+            if not same or on is None:
+                continue
+            joined, before = sources[i + 1], sources[: i + 1]
+            found = [(b, link) for link in links.get(joined.table.name.lower(), [])
+                     for b in before if b.table.name.lower() == link.b.lower()]
+            if len(found) != 1:
+                continue
+            b, link = found[0]
+            cond = exp.and_(*[exp.EQ(this=exp.column(bc, table=b.alias), expression=exp.column(ac, table=joined.alias))
+                              for ac, bc in zip(link.a_cols, link.b_cols, strict=True)])
+            for eq in same:
+                notes.append(f"{eq.sql()} -> {cond.sql()}")
+                eq.replace(cond.copy())
+    return notes
+
+
 def self_comparisons(tree: exp.Expression) -> list[str]:
-    """Conditions that compare a column with itself (``ON T2.molecule_id = T2.molecule_id``): always
+    """Conditions that compare a column with itself (``WHERE T2.molecule_id = T2.molecule_id``): always
     true, so the join they should express becomes a cross product. Small models write them when they
     lose track of aliases; nothing says which column was meant, so they go back to the LLM."""
     return [eq.sql() for eq in tree.find_all(exp.EQ)

@@ -71,10 +71,6 @@ PLAN_SCHEMA: dict[str, Any] = {
 }
 
 
-WITH_OPERATOR: dict[str, Any] = {**PLAN_SCHEMA, "properties": {**PLAN_SCHEMA["properties"], "operators": {
-    **PLAN_SCHEMA["properties"]["operators"], "minItems": 1}}}
-
-
 class PlanError(TagqlError):
     """The plan is not valid for this database (bad SQL, unknown operator or column)."""
 
@@ -222,8 +218,13 @@ def identifier_columns(db: Database) -> set[str]:
     return names
 
 
-def validate_plan(plan: Plan, db: Database, engine: SemEngine) -> tuple[str, list[list[str]]]:
-    """Check everything before running: returns (prepared SQL, the columns before each operator)."""
+_MISSING_COLUMN = re.compile(r"column '([^']+)' does not exist|has no column '([^']+)'|no such column: (?:\w+\.)?(\w+)")
+
+
+def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool = False) -> tuple[str, list[list[str]]]:
+    """Check everything before running: returns (prepared SQL, the columns before each operator).
+    ``hybrid``: the question needs the LM, so an unknown column is probably a fact to compute (the
+    error says how)."""
     register_lm_functions(db, engine)
     try:
         repairs: list[str] = []
@@ -232,6 +233,12 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine) -> tuple[str, lis
             plan.sql = sql
         probe = db.execute(f"SELECT * FROM ({sql}) AS plan_probe LIMIT 0")
     except (InvalidQuery, UnsafeQuery, QueryFailed) as exc:
+        missing = _MISSING_COLUMN.search(exc.one_line()) if hybrid else None
+        if missing:  # "founding_year", "electronegativity": a fact the LM knows, not a column
+            name = next(g for g in missing.groups() if g)
+            raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}",
+                            f"if '{name}' is a fact the database does not store, select the rows "
+                            f"without it and add a map operator that computes it, then sort on the new column") from exc
         raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}") from exc
     cols = list(probe.columns)
     ids = identifier_columns(db)
@@ -399,35 +406,21 @@ class Planner:
     def needs_operators(self, question: str) -> bool:
         """One grammar-constrained token: does the question need knowledge or reasoning beyond the data?
         (Same system prefix as the plan, so llama.cpp reuses it.) Small models rarely choose operators on
-        their own; asking first and then requiring one makes hybrid plans happen."""
+        their own; asking first and then saying so in the plan prompt makes hybrid plans happen."""
         msgs = [self.messages(question)[0], user(prompts.needs_lm_prompt(question))]
-        reply = self.llm.complete(msgs, max_tokens=2, grammar='root ::= "yes" | "no"')
-        return reply.text.strip().lower().startswith("yes")
-
-    def asks_for_order(self, question: str) -> bool:
-        """One more grammar-constrained token for a hybrid question: is the answer an ordered list? Such
-        plans need an order SQL or a map + sort gives; told so, the model stops using ``topk`` (a
-        relevance judgement) to sort by a quantity."""
-        msgs = [self.messages(question)[0], user(prompts.ordered_prompt(question))]
         reply = self.llm.complete(msgs, max_tokens=2, grammar='root ::= "yes" | "no"')
         return reply.text.strip().lower().startswith("yes")
 
     def make(self, question: str) -> tuple[Plan, list[dict[str, Any]]]:
         hybrid = self.hybrid = self.needs_operators(question)
-        ordered = hybrid and self.asks_for_order(question)
         messages = self.messages(question)
         if hybrid:
-            hint = prompts.HYBRID_HINT + (prompts.ORDER_HINT if ordered else "")
-            messages[-1] = user(prompts.plan_user_prompt(question) + hint)
-        attempts: list[dict[str, Any]] = [{"needs_lm_operators": hybrid, **({"ordered": True} if ordered else {})}]
+            messages[-1] = user(prompts.plan_user_prompt(question) + prompts.HYBRID_HINT)
+        attempts: list[dict[str, Any]] = [{"needs_lm_operators": hybrid}]
         last: TagqlError | None = None
-        # valid plans kept in case every repair fails: one whose SQL finds nothing (an empty answer may be
-        # the right one), one that does not use the LM a hybrid question asked for (SQL may do it all:
-        # ORDER BY LENGTH(name) is "reasoning" that needs no model)
-        fallback: tuple[Plan, str] | None = None
-        schema = PLAN_SCHEMA
+        empty: Plan | None = None  # a valid plan whose SQL finds nothing: kept in case the repair fails
         for _ in range(self.retries + 1):
-            reply = self.llm.complete(messages, max_tokens=self.max_tokens, json_schema=schema)
+            reply = self.llm.complete(messages, max_tokens=self.max_tokens, json_schema=PLAN_SCHEMA)
             try:
                 plan = parse_plan(reply.text)
                 relaxed = relax_guessed_values(plan, self.db.dialect, self.db)
@@ -435,35 +428,31 @@ class Planner:
                     attempts.append({"relaxed": relaxed})
                 # validation first: it adds missing joins and respells constants, so the guesses are
                 # read in the SQL that runs (``expense`` + ``budget.category`` only has an owner after it)
-                sql, _ = validate_plan(plan, self.db, self.engine)
+                sql, _ = validate_plan(plan, self.db, self.engine, hybrid=hybrid)
                 if hybrid:
                     converted = self.guesses_to_filters(plan, question)
                     if converted:
                         attempts.append({"guesses_to_lm_filter": converted})
-                        sql, _ = validate_plan(plan, self.db, self.engine)
+                        sql, _ = validate_plan(plan, self.db, self.engine, hybrid=hybrid)
                 if plan.operators and self._finds_nothing(sql):
-                    fallback = fallback or (plan, "empty_result")
+                    empty = empty or plan
                     raise PlanError("the plan's SQL returns no rows, so its operators have nothing to work on",
                                     "do not guess values in WHERE for what an operator decides: select that "
                                     "column and let a filter judge it")
-                if hybrid and not uses_language_model(plan):
-                    fallback = fallback or (plan, "no_lm")
-                    schema = WITH_OPERATOR  # small models repeat their plan: the retry must add an operator
-                    raise PlanError("the plan does not use the language model, but the question needs "
-                                    "knowledge or judgement the database does not store",
-                                    "add a filter, map or topk operator, or call LM_FILTER in the SQL; keep "
-                                    "the SQL alone only if it answers exactly")
             except (LLMOutputError, PlanError) as exc:
                 attempts.append({"plan": reply.text.strip()[:2000], "error": exc.one_line()})
                 last = exc
                 messages = messages + [Message("assistant", reply.text.strip() or "(empty)"),
                                        user(prompts.plan_repair_prompt(exc.one_line()))]
                 continue
-            attempts.append({"plan": plan.to_dict(), "error": None})
+            # a hybrid question whose plan does it all in SQL is kept: forcing an operator on such a plan
+            # made the 1.5B model add filters that judged nothing useful (bench/results/tag_accuracy_s12.json)
+            attempts.append({"plan": plan.to_dict(), "error": None,
+                             **({"no_lm": True} if hybrid and not uses_language_model(plan) else {})})
             return plan, attempts
-        if fallback is not None:  # nothing better came back
-            attempts.append({"plan": fallback[0].to_dict(), "error": None, fallback[1]: True})
-            return fallback[0], attempts
+        if empty is not None:  # nothing better came back: an empty answer may be the right one
+            attempts.append({"plan": empty.to_dict(), "error": None, "empty_result": True})
+            return empty, attempts
         assert last is not None
         raise last
 

@@ -20,6 +20,7 @@ from tagql.db.repair import (
     repair_columns,
     repair_conditional_counts,
     repair_scalar_subqueries,
+    repair_self_joins,
     repair_values,
     self_comparisons,
 )
@@ -116,6 +117,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         repairs += repair_columns(tree, schema, question)
         repairs += repair_scalar_subqueries(tree)
         repairs += repair_conditional_counts(tree)
+        repairs += repair_self_joins(tree, schema)
         same = self_comparisons(tree)
         if same:
             raise InvalidQuery(f"the condition {same[0]} compares a column with itself (always true): "

@@ -70,22 +70,6 @@ HYBRID_HINT = (
 )
 
 
-def ordered_prompt(question: str) -> str:
-    return (
-        f"Question: {question}\n"
-        "Does this question ask for items listed in a particular order (ranked, sorted, from first to last)? "
-        "Answer yes or no."
-    )
-
-
-ORDER_HINT = (
-    "The answer is a list in order. Select the items in SQL. When a stored column or an SQL expression gives "
-    "the order (a number, a date, a count, LENGTH(text)), ORDER BY it in SQL. When only knowledge or reading "
-    "the text gives it (a year, a population, the month a name refers to), add a map operator that gives each "
-    "item that number, then a sort operator on the new column.\n"
-)
-
-
 def criterion_prompt(question: str, column: str, table: str, examples: str) -> str:
     return (
         f"Question: {question}\n"
