@@ -4,6 +4,8 @@
     python bench/tag_accuracy.py --per-type 1 --methods tag,text2sql   # a small subset
     python bench/tag_accuracy.py --ids 0,10,20 --json bench/results/tag_accuracy.json
     python bench/tag_accuracy.py --ids 10,11 --resume     # add questions to a stopped run's results
+    python bench/tag_accuracy.py --data bench/data/tag_heldout.csv --json bench/results/tag_heldout.json
+                                                          # the 15 held-out questions (bench/tag_heldout.py)
 
 Scoring (TAG-Bench style): match and comparison answers must equal the reference as a set of values,
 ranking answers as an ordered list; numbers compare numerically and strings case-insensitively, a row of
@@ -53,8 +55,8 @@ def correct(qtype: str, reference: list, values: list, text: str) -> bool:
     return sorted(set(pred)) == sorted(set(ref))
 
 
-def load(ids: set[int] | None, per_type: int | None) -> list[dict]:
-    rows = list(csv.DictReader(DEV.open()))
+def load(ids: set[int] | None, per_type: int | None, data: Path = DEV) -> list[dict]:
+    rows = list(csv.DictReader(data.open()))
     if ids is not None:
         rows = [r for r in rows if int(r["Query ID"]) in ids]
     if per_type:
@@ -74,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ids", default=None, help="comma-separated Query IDs")
     ap.add_argument("--per-type", type=int, default=None)
     ap.add_argument("--llm", default="local")
+    ap.add_argument("--data", type=Path, default=DEV, help="question CSV (default: the dev set)")
     ap.add_argument("--json", default=str(REPO / "bench" / "results" / "tag_accuracy.json"))
     ap.add_argument("--resume", action="store_true",
                     help="keep the results in the --json file's .partial.json and ask only what is missing")
@@ -86,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     from tagql.llm import make_llm
     from tagql.tag.methods import answer
 
-    rows = load({int(x) for x in args.ids.split(",")} if args.ids else None, args.per_type)
+    rows = load({int(x) for x in args.ids.split(",")} if args.ids else None, args.per_type, args.data)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     import tempfile
 
@@ -100,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume and partial.exists():  # a stopped run's answers (same code, same settings)
         results = json.loads(partial.read_text())
         done = {int(x["Query ID"]) for x in rows}
-        rows += [r for r in load(None, None) if int(r["Query ID"]) in {x["id"] for x in results} - done]
+        rows += [r for r in load(None, None, args.data) if int(r["Query ID"]) in {x["id"] for x in results} - done]
     asked = {(x["id"], x["method"]) for x in results}
     for r in rows:
         db = r["DB used"]

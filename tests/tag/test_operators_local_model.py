@@ -107,3 +107,29 @@ def test_lm_filter_udf_on_duckdb_with_real_model(llm, tmp_path, demo_db_path):
     verdict = {pub: keep for _, pub, keep in r.rows}
     assert all(keep in (0, 1) for _, _, keep in r.rows)
     assert verdict["Marvel Comics"] == 1 and verdict["NBC - Heroes"] == 0  # a TV series, not a publisher
+
+
+def test_map_then_sort_orders_by_what_the_real_model_computes(llm):
+    """A ranking the data cannot do (calendar order of month names) as a plan's map + sort."""
+    from tagql.tag.plan import sort_rows
+
+    rows = [("October Meeting",), ("January Meeting",), ("March Meeting",), ("September Meeting",)]
+    mapped = SemTable(["event_name"], rows, SemEngine(llm)).sem_map(
+        "the month number (1-12) of the month named in {event_name}", "month")
+    ordered = sort_rows(mapped.columns, mapped.rows, "month", desc=False)
+    assert [r[0] for r in ordered] == ["January Meeting", "March Meeting", "September Meeting", "October Meeting"]
+
+
+def test_offered_answer_is_picked_from_the_compared_counts_by_the_real_model(llm, tmp_path, demo_db_path):
+    from tagql import TagQL
+    from tagql.config import load_settings
+    from tagql.db.connection import Result, open_database
+    from tagql.tag.answer import format_data_points
+    from tagql.tag.methods import choose, magnitudes
+
+    session = TagQL(open_database(demo_db_path), llm, settings=load_settings(cache_dir=str(tmp_path)))
+    question = "In molecule TR001, are there more single bonds or double bonds? Answer 'single' or 'double'."
+    for counts, expected in [((41, 3), "single"), ((2, 17), "double")]:
+        result = Result("", ["single_bonds", "double_bonds"], [counts])
+        data = format_data_points(result, session.settings.answer) + magnitudes(result)
+        assert choose(session, question, data, ["single", "double"]) == expected

@@ -426,6 +426,7 @@ def test_comparison_plan_result_is_turned_into_the_offered_answer(superhero, tmp
             return "yes"
         if "offers its possible answers" in messages[0].content:
             assert "people: 3" in last and "companies: " in last  # the LM reads the counts it compares
+            assert re.search(r"From largest to smallest: companies \(\d+\), people \(3\)", last)
             return '"companies"'
         if "plan" in messages[0].content:
             return json.dumps(counts)

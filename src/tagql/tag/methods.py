@@ -94,6 +94,20 @@ def offered_choices(question: str) -> list[str]:
     return re.findall(r"['\"]([^'\"]+)['\"]", m.group(1)) if m else []
 
 
+def magnitudes(result: Result) -> str:
+    """For a one-row result of several numbers (the quantities a comparison sets side by side), a line
+    that orders them: a 1.5B model reading "single_bonds: 41, double_bonds: 3" picked "double"; told
+    "from largest to smallest: single_bonds (41), double_bonds (3)" it need not compare digits itself."""
+    if len(result.rows) != 1:
+        return ""
+    pairs = [(c, v) for c, v in zip(result.columns, result.rows[0])
+             if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(pairs) < 2:
+        return ""
+    ordered = sorted(pairs, key=lambda p: -p[1])
+    return "\nFrom largest to smallest: " + ", ".join(f"{c} ({json_value(v)})" for c, v in ordered)
+
+
 def choose(session: TagQL, question: str, data: str, choices: list[str]) -> str:
     """TAG's generation step for a question that offers its answers: the LM reads the plan's result
     (e.g. the two counts being compared) and picks one option, constrained to the options."""
@@ -213,6 +227,7 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
             data = format_data_points(result, session.settings.answer)
             choices = offered_choices(question)
             if choices:
+                data += magnitudes(result)
                 values = [choose(session, question, data, choices)]
                 text = sentence(values)
             else:
@@ -236,7 +251,8 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                 choices = offered_choices(question)
                 if choices and not _is_choice(values, choices):
                     # the plan computed what is compared (two counts, two totals): the LM picks the answer
-                    picked = choose(session, question, format_data_points(result, session.settings.answer), choices)
+                    data = format_data_points(result, session.settings.answer) + magnitudes(result)
+                    picked = choose(session, question, data, choices)
                     plan["chose"] = {"from": choices, "picked": picked}
                     values = [picked]
                 text = sentence(values)

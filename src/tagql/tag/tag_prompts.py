@@ -33,7 +33,7 @@ Question: Do more users live in European cities or in Asian cities? Answer 'Euro
 Question: Among the cities of schools in Alameda county, list the two most populous, largest first.
 {"sql": "SELECT DISTINCT City FROM schools WHERE County = 'Alameda'", "operators": [{"op": "map", "instruction": "the population of the city {City}, as a number", "column": "population"}, {"op": "sort", "column": "population", "desc": true}, {"op": "limit", "n": 2}, {"op": "columns", "columns": ["City"]}]}
 Question: List the posts titled '<Weekday> digest' in weekday order, Monday first.
-{"sql": "SELECT Title FROM posts WHERE Title LIKE '% digest'", "operators": [{"op": "map", "instruction": "the number of the weekday named in {Title}, Monday = 1", "column": "day"}, {"op": "sort", "column": "day", "desc": false}, {"op": "columns", "columns": ["Title"]}]}
+{"sql": "SELECT Title FROM posts WHERE Title LIKE '% digest'", "operators": [{"op": "map", "instruction": "the weekday number (1-7, Monday = 1) of the weekday named in {Title}", "column": "day"}, {"op": "sort", "column": "day", "desc": false}, {"op": "columns", "columns": ["Title"]}]}
 Question: Of the 5 posts with the most views, list their titles from most to least technical.
 {"sql": "SELECT Title FROM posts ORDER BY ViewCount DESC LIMIT 5", "operators": [{"op": "topk", "instruction": "{Title} is technical", "k": 5}]}
 Question: Of the 10 newest posts, list their titles from shortest to longest.
