@@ -133,3 +133,19 @@ def test_offered_answer_is_picked_from_the_compared_counts_by_the_real_model(llm
         result = Result("", ["single_bonds", "double_bonds"], [counts])
         data = format_data_points(result, session.settings.answer) + magnitudes(result)
         assert choose(session, question, data, ["single", "double"]) == expected
+
+
+def test_lm_number_in_sql_orders_rows_by_what_the_real_model_reads(llm, shared_data):
+    """``ORDER BY LM_NUMBER(...)``: calendar order of the 'Speaker' events, which the data cannot give
+    (their dates span two years); one call per distinct name, each a number under a JSON schema."""
+    from tagql.db.connection import open_database
+    from tagql.tag.udf import execute_with_lm, register_lm_functions
+
+    db = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    eng = SemEngine(llm)
+    register_lm_functions(db, eng)
+    sql = ("SELECT event_name FROM event WHERE event_name IN ('October Speaker', 'January Speaker', 'March Speaker') "
+           "ORDER BY LM_NUMBER('the month number (1-12) of the month named in {event_name}', event_name)")
+    out = execute_with_lm(db, sql, eng)
+    assert [r[0] for r in out.rows] == ["January Speaker", "March Speaker", "October Speaker"]
+    assert eng.stats.lm_calls == 3

@@ -395,12 +395,12 @@ def test_a_hybrid_plan_naming_a_missing_column_is_told_to_map_the_fact(superhero
                             {"op": "sort", "column": "year"}]}
     llm = ScriptedLLM(["yes", json.dumps(invented), json.dumps(mapped)])
     plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("List the publishers from oldest to newest.")
-    assert "founding_year" in attempts[1]["error"] and "add a map operator" in llm.prompts[2][-1].content
+    assert "founding_year" in attempts[1]["error"] and "LM_NUMBER(" in llm.prompts[2][-1].content
     assert plan.operators[1]["op"] == "sort"
     # a relational question's missing column is only reported
     llm = ScriptedLLM(["no", json.dumps(invented), json.dumps(SQL_ONLY)])
     _, attempts = Planner(superhero, llm, SemEngine(llm)).make("List the publishers by founding year.")
-    assert "map operator" not in llm.prompts[2][-1].content
+    assert "LM_NUMBER" not in llm.prompts[2][-1].content
 
 
 @pytest.mark.parametrize("question, choices", [

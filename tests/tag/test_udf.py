@@ -71,3 +71,21 @@ def test_lm_score_and_map(superhero):
     r = execute_with_lm(superhero, "SELECT LM_SCORE('{x} is famous', 'Batman'), LM_MAP('{x} upper', 'a')", eng)
     assert r.rows == [(7, "mapped")]
 
+
+
+def test_lm_number_orders_by_the_number_and_a_non_number_is_null(superhero):
+    founded = {"DC Comics": "1934", "Marvel Comics": "1939.0", "Image Comics": "1992", "Dark Horse Comics": "soon"}
+
+    def reply(messages):
+        record = messages[-1].content
+        return next(v for k, v in founded.items() if k in record)
+
+    llm = ScriptedLLM(reply)
+    eng = SemEngine(llm)
+    register_lm_functions(superhero, eng)
+    r = execute_with_lm(superhero, "SELECT publisher_name, LM_NUMBER('the founding year of {p}', publisher_name) AS y "
+                        "FROM publisher WHERE publisher_name IN ('Image Comics', 'Marvel Comics', 'DC Comics', "
+                        "'Dark Horse Comics') ORDER BY y", eng)
+    assert r.rows == [("Dark Horse Comics", None), ("DC Comics", 1934.0), ("Marvel Comics", 1939.0),
+                      ("Image Comics", 1992.0)]
+    assert llm.constraints[0] == {"type": "number"}  # constrained to a number on every backend

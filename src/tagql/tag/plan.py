@@ -237,8 +237,8 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool =
         if missing:  # "founding_year", "electronegativity": a fact the LM knows, not a column
             name = next(g for g in missing.groups() if g)
             raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}",
-                            f"if '{name}' is a fact the database does not store, select the rows "
-                            f"without it and add a map operator that computes it, then sort on the new column") from exc
+                            f"if '{name}' is a fact the database does not store, let the language model give "
+                            f"it: ORDER BY LM_NUMBER('the {name} of {{column}}', column), or a map operator") from exc
         raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}") from exc
     cols = list(probe.columns)
     ids = identifier_columns(db)

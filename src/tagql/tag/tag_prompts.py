@@ -17,7 +17,9 @@ Operators:
 Instructions reference the SQL result's columns in braces, exactly as the SQL names them.
 Operators keep the SQL row order, so ORDER BY in SQL, then filter, then limit, picks the top row that passes.
 Inside SQL, LM_FILTER('{Col} is ...', Col) is 1 when the statement holds for the row's value and 0 otherwise:
-use it to count or compare groups the database does not label.
+use it to count or compare groups the database does not label. LM_NUMBER('the ... of {Col}', Col) is a number
+the language model knows or reads from the value (a year, a population, a month's number): ORDER BY it to rank
+by a fact the database does not store.
 If the question depends on facts the database does not store (a region, a category, a property of a named
 thing, the meaning of a text), never guess a list of values in the SQL WHERE clause: let the language model
 judge the column. When SQL alone answers the question, use "operators": [].
@@ -31,9 +33,9 @@ Question: What is the phone number of the school with the lowest reading score i
 Question: Do more users live in European cities or in Asian cities? Answer 'Europe' or 'Asia'.
 {"sql": "SELECT SUM(LM_FILTER('{Location} is in Europe', Location)) AS europe, SUM(LM_FILTER('{Location} is in Asia', Location)) AS asia FROM users", "operators": []}
 Question: Among the cities of schools in Alameda county, list the two most populous, largest first.
-{"sql": "SELECT DISTINCT City FROM schools WHERE County = 'Alameda'", "operators": [{"op": "map", "instruction": "the population of the city {City}, as a number", "column": "population"}, {"op": "sort", "column": "population", "desc": true}, {"op": "limit", "n": 2}, {"op": "columns", "columns": ["City"]}]}
+{"sql": "SELECT DISTINCT City FROM schools WHERE County = 'Alameda' ORDER BY LM_NUMBER('the population of the city {City}', City) DESC LIMIT 2", "operators": []}
 Question: List the posts titled '<Weekday> digest' in weekday order, Monday first.
-{"sql": "SELECT Title FROM posts WHERE Title LIKE '% digest'", "operators": [{"op": "map", "instruction": "the weekday number (1-7, Monday = 1) of the weekday named in {Title}", "column": "day"}, {"op": "sort", "column": "day", "desc": false}, {"op": "columns", "columns": ["Title"]}]}
+{"sql": "SELECT Title FROM posts WHERE Title LIKE '% digest' ORDER BY LM_NUMBER('the weekday number (1-7, Monday = 1) of the weekday named in {Title}', Title)", "operators": []}
 Question: Of the 5 posts with the most views, list their titles from most to least technical.
 {"sql": "SELECT Title FROM posts ORDER BY ViewCount DESC LIMIT 5", "operators": [{"op": "topk", "instruction": "{Title} is technical", "k": 5}]}
 Question: Of the 10 newest posts, list their titles from shortest to longest.
@@ -66,7 +68,8 @@ def needs_lm_prompt(question: str) -> str:
 
 HYBRID_HINT = (
     "This question needs the language model: select the rows and columns in SQL without guessing values, then "
-    "judge or compute with an operator (filter, map, sort, topk or agg) or with LM_FILTER inside the SQL.\n"
+    "judge or compute with an operator (filter, map, sort, topk or agg) or with LM_FILTER or LM_NUMBER inside "
+    "the SQL.\n"
 )
 
 

@@ -5,6 +5,8 @@ After :func:`register_lm_functions`, SQL can call:
 * ``LM_FILTER('{City} is a city in the Silicon Valley region', City)`` -> 1 / 0
 * ``LM_MAP('the state {City} is in', City)`` -> text
 * ``LM_SCORE('{Title} is technical', Title)`` -> 0..10 (for ``ORDER BY ... DESC``)
+* ``LM_NUMBER('the founding year of {publisher_name}', publisher_name)`` -> a number (``ORDER BY`` what the
+  LM knows or reads: a year, a population, the month a name refers to; NULL when it gives none)
 
 Arguments after the instruction fill its ``{fields}`` in order of first appearance. Both databases run
 the same code (:class:`LMFunctions`), which takes a *batch* of rows: it fills the instruction per row,
@@ -29,8 +31,8 @@ from tagql.db.connection import Database, Result
 from tagql.errors import QueryFailed
 from tagql.tag.operators import OperatorError, SemEngine, fill, repair_braces, template_fields
 
-FUNCTIONS = ("LM_FILTER", "LM_MAP", "LM_SCORE")
-_RETURNS = {"LM_FILTER": "BIGINT", "LM_MAP": "VARCHAR", "LM_SCORE": "BIGINT"}
+FUNCTIONS = ("LM_FILTER", "LM_MAP", "LM_SCORE", "LM_NUMBER")
+_RETURNS = {"LM_FILTER": "BIGINT", "LM_MAP": "VARCHAR", "LM_SCORE": "BIGINT", "LM_NUMBER": "DOUBLE"}
 
 
 def _bind(instruction: Any, args: tuple[Any, ...], name: str) -> str:
@@ -81,6 +83,8 @@ class LMFunctions:
                 values: list[Any] = [int(v) for v in self.engine.judge_many(instruction, distinct, op="sql_filter")]
             elif name == "LM_SCORE":
                 values = self.engine.score_many(instruction, distinct)
+            elif name == "LM_NUMBER":
+                values = self.engine.number_many(instruction, distinct)
             else:
                 values = self.engine.map_many(instruction, distinct)
             out.update(((instruction, d), v) for d, v in zip(distinct, values))
@@ -120,7 +124,7 @@ class LMFunctions:
 
 
 def register_lm_functions(db: Database, engine: SemEngine) -> LMFunctions:
-    """Make ``LM_FILTER``/``LM_MAP``/``LM_SCORE`` callable from SQL on ``db`` (SQLite or DuckDB).
+    """Make ``LM_FILTER``/``LM_MAP``/``LM_SCORE``/``LM_NUMBER`` callable from SQL on ``db`` (SQLite or DuckDB).
     Registering again (e.g. with a new engine) replaces the functions."""
     funcs = LMFunctions(engine)
     for name in FUNCTIONS:
