@@ -389,7 +389,7 @@ def test_sql_only_plan_for_a_hybrid_question_is_kept_and_marked(superhero):
 
 
 def test_a_hybrid_plan_naming_a_missing_column_is_told_to_map_the_fact(superhero):
-    invented = {"sql": "SELECT publisher_name FROM publisher ORDER BY founding_year", "operators": []}
+    invented = {"sql": "SELECT publisher_name, founding_year FROM publisher", "operators": []}
     mapped = {"sql": "SELECT publisher_name FROM publisher",
               "operators": [{"op": "map", "instruction": "the founding year of {publisher_name}", "column": "year"},
                             {"op": "sort", "column": "year"}]}
@@ -455,3 +455,28 @@ def test_a_value_counts_as_named_only_as_a_word_of_the_question(shared_data, whe
 
     db = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
     assert bool(guessed_comparisons(f"SELECT COUNT(*) FROM atom WHERE {where}", db, question)) is guess
+
+
+def test_an_invented_order_column_becomes_a_fact_the_lm_gives(superhero):
+    invented = {"sql": "SELECT id, publisher_name FROM publisher WHERE publisher_name IN ('DC Comics', 'Image Comics') "
+                       "ORDER BY founding_year DESC", "operators": []}
+    years = {"DC Comics": "1934", "Image Comics": "1992"}
+
+    def fn(messages):
+        last = messages[-1].content
+        if "Does answering" in last:
+            return "yes"
+        if "<record>" in last:
+            return next(v for k, v in years.items() if k in last)
+        return json.dumps(invented)
+
+    llm = ScriptedLLM(fn)
+    plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which is newer, DC Comics or Image Comics?")
+    assert attempts[1] == {"invented_to_lm_number": [
+        "founding_year -> LM_NUMBER('the founding year of {publisher_name}', publisher_name)"]}  # not the id
+    run = run_plan(plan, superhero, SemEngine(llm))
+    assert [r[1] for r in run.result.rows] == ["Image Comics", "DC Comics"]
+    # a relational question's invented column is left for validation to report
+    llm = ScriptedLLM(["no", json.dumps(invented), json.dumps(invented)])
+    with pytest.raises(PlanError, match="founding_year"):
+        Planner(superhero, llm, SemEngine(llm)).make("Which is newer, DC Comics or Image Comics?")

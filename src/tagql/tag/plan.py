@@ -147,6 +147,41 @@ def relax_guessed_values(plan: Plan, dialect: str = "sqlite", db: Database | Non
     return removed
 
 
+def invented_order_columns(plan: Plan, db: Database) -> list[str]:
+    """``ORDER BY founding_year`` where no table has such a column: the model named the fact it wanted
+    the database to know. It becomes ``ORDER BY LM_NUMBER('the founding year of {publisher_name}',
+    publisher_name)``: the LM gives the fact for the first stored column the query selects. The 1.5B
+    model repeats the invented column even when the error says to use ``LM_NUMBER`` (session 12).
+    Returns ``old -> new`` notes; the SQL is left alone when nothing fits."""
+    from sqlglot import exp
+
+    tree = _parse(plan.sql, db, db.dialect)
+    select = tree if isinstance(tree, exp.Select) else None
+    order = select.args.get("order") if select is not None else None
+    if select is None or order is None:
+        return []
+    known = {c.name.lower() for t in db.schema.tables for c in t.columns}
+    aliases = {e.alias.lower() for e in select.expressions if e.alias}
+    ids = identifier_columns(db)  # the LM cannot tell a fact about an opaque id
+    subject = next((e for e in select.expressions if isinstance(e, exp.Column) and e.name.lower() in known
+                    and e.name.lower() not in ids), None)
+    if subject is None:
+        return []
+    notes = []
+    for col in list(order.find_all(exp.Column)):
+        name = col.name.lower()
+        if name in known or name in aliases:
+            continue
+        fact = name.replace("_", " ")
+        call = exp.Anonymous(this="LM_NUMBER", expressions=[
+            exp.Literal.string(f"the {fact} of {{{subject.name}}}"), subject.copy()])
+        notes.append(f"{col.sql(dialect=db.dialect)} -> {call.sql(dialect=db.dialect)}")
+        col.replace(call)
+    if notes:
+        plan.sql = tree.sql(dialect=db.dialect)
+    return notes
+
+
 def guessed_comparisons(sql: str, db: Database, question: str) -> list[Comparison]:
     """:func:`_guesses` in ``sql``."""
     tree = _parse(sql, db, db.dialect)
@@ -426,6 +461,9 @@ class Planner:
                 relaxed = relax_guessed_values(plan, self.db.dialect, self.db)
                 if relaxed:
                     attempts.append({"relaxed": relaxed})
+                invented = invented_order_columns(plan, self.db) if hybrid else []
+                if invented:
+                    attempts.append({"invented_to_lm_number": invented})
                 # validation first: it adds missing joins and respells constants, so the guesses are
                 # read in the SQL that runs (``expense`` + ``budget.category`` only has an owner after it)
                 sql, _ = validate_plan(plan, self.db, self.engine, hybrid=hybrid)
