@@ -396,9 +396,10 @@ def a10():
         or powers[:3]
 
 
-def build() -> list[dict[str, str]]:
+def build(questions: list | None = None) -> list[dict[str, str]]:
+    """Every question's row, its answer computed by its reference function (``questions`` default: this set)."""
     out = []
-    for i, (db, question, qtype, kind, fn) in enumerate(QUESTIONS):
+    for i, (db, question, qtype, kind, fn) in enumerate(QUESTIONS if questions is None else questions):
         answer = fn()
         out.append({"Query ID": str(i), "DB used": db, "Query": question, "Query type": qtype,
                     "Knowledge/Reasoning Type": kind, "Answer": json.dumps(answer, ensure_ascii=False),
@@ -406,18 +407,24 @@ def build() -> list[dict[str, str]]:
     return out
 
 
-def main() -> int:
-    rows = build()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    with OUT.open("w", newline="") as f:
+def write(rows: list[dict[str, str]], out: Path) -> None:
+    """The question set as TAG-Bench's CSV, and a per-(type, kind) count and each answer on stdout."""
+    from collections import Counter
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    from collections import Counter
-
     print(Counter((r["Query type"], r["Knowledge/Reasoning Type"]) for r in rows))
     for r in rows:
-        print(r["Query ID"], r["Query type"][:5], r["Knowledge/Reasoning Type"][:4], r["Answer"][:100])
+        print(f"{r['Query ID']:>2} {r['DB used']:<12} {r['Query type'][:5]} {r['Knowledge/Reasoning Type'][:4]} "
+              f"{r['Query']}\n   -> {r['Answer'][:200]}")
+    print(f"wrote {out}")
+
+
+def main() -> int:
+    write(build(), OUT)
     return 0
 
 

@@ -30,9 +30,7 @@ Answer formats (as TAG-Bench): match / comparison / ranking answers are Python l
 
 from __future__ import annotations
 
-import csv
 import importlib.util
-import json
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -234,28 +232,8 @@ def hr5():
     return sorted(types, key=lambda t: -BOND_ORDER[t])
 
 
-def build() -> list[dict[str, str]]:
-    out = []
-    for i, (db, question, qtype, kind, fn) in enumerate(QUESTIONS):
-        answer = fn()
-        out.append({"Query ID": str(i), "DB used": db, "Query": question, "Query type": qtype,
-                    "Knowledge/Reasoning Type": kind, "Answer": json.dumps(answer, ensure_ascii=False),
-                    "Reference": fn.__name__})
-    return out
-
-
 def main() -> int:
-    rows = build()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    with OUT.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(Counter((r["Query type"], r["Knowledge/Reasoning Type"]) for r in rows))
-    for r in rows:
-        print(f"{r['Query ID']:>2} {r['DB used']:<12} {r['Query type'][:5]} {r['Knowledge/Reasoning Type'][:4]} "
-              f"{r['Query']}\n   -> {r['Answer']}")
-    print(f"wrote {OUT.relative_to(REPO)}")
+    _devset.write(_devset.build(QUESTIONS), OUT)
     return 0
 
 

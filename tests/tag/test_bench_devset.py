@@ -1,4 +1,4 @@
-"""The dev set file matches its reference pipelines; the accuracy scorer's rules."""
+"""The dev and held-out set files match their reference pipelines; the accuracy scorer's rules."""
 
 from __future__ import annotations
 
@@ -22,6 +22,17 @@ def test_devset_shape_and_answers_match_reference_pipelines(shared_data, load_be
     for r in rows:
         assert json.loads(r["Answer"]) == json.loads(fresh[r["Query ID"]]), r["Query"]
         assert json.loads(r["Answer"]), f"empty reference for {r['Query']}"
+
+
+def test_heldout_set_shape_and_answers_match_reference_pipelines(shared_data, load_bench):
+    held = load_bench("tag_heldout")
+    rows = list(csv.DictReader((REPO / "bench" / "data" / "tag_heldout.csv").open()))
+    assert Counter(r["Query type"] for r in rows) == {"Match": 5, "Comparison": 5, "Ranking": 5}
+    dev_questions = {r["Query"] for r in csv.DictReader((REPO / "bench" / "data" / "tag_dev.csv").open())}
+    assert not dev_questions & {r["Query"] for r in rows}
+    fresh = {r["Query ID"]: r["Answer"] for r in held._devset.build(held.QUESTIONS)}
+    for r in rows:
+        assert json.loads(r["Answer"]) == json.loads(fresh[r["Query ID"]]), r["Query"]
 
 
 def test_scorer_rules(load_bench):
