@@ -62,6 +62,16 @@ def test_udf_errors_surface(superhero):
                         "LM_FILTER('{n} is a person', publisher_name)", eng)
     with pytest.raises(OperatorError, match="1 \\{field\\}"):
         execute_with_lm(superhero, "SELECT LM_MAP('{a} x', 1, 2)", eng)
+    with pytest.raises(OperatorError, match="0 \\{field\\}"):
+        execute_with_lm(superhero, "SELECT LM_MAP('no field', 1, 2)", eng)
+
+
+def test_an_instruction_without_a_field_is_about_its_one_value(superhero):
+    llm = ScriptedLLM(lambda m: "3")
+    eng = SemEngine(llm)
+    register_lm_functions(superhero, eng)
+    r = execute_with_lm(superhero, "SELECT LM_NUMBER('the order of the shirt size', 'Large')", eng)
+    assert r.rows == [(3.0,)] and "<record>the order of the shirt size: Large</record>" in llm.prompts[0][-1].content
 
 
 def test_lm_score_and_map(superhero):

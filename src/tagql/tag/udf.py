@@ -40,6 +40,8 @@ def _bind(instruction: Any, args: tuple[Any, ...], name: str) -> str:
         raise OperatorError(f"{name} needs the instruction text as its first argument")
     instruction = repair_braces(instruction)  # as plan operators are; a still malformed one is an error
     fields = template_fields(instruction)
+    if not fields and len(args) == 1:  # LM_NUMBER('the size of the shirt', t_shirt_size): the one value it is about
+        return f"{instruction}: {fill('{v}', {'v': args[0]})}"
     if len(fields) != len(args):
         raise OperatorError(
             f"{name}({instruction!r}, ...) has {len(fields)} {{field}}(s) but {len(args)} value argument(s)",
