@@ -172,6 +172,17 @@ def test_map_and_score_and_several_arguments(duck_path):
     assert "3-D Man is 188 cm tall" in llm.prompts[-1][-1].content  # the integer argument arrived as text
 
 
+def test_lm_number_orders_rows_on_duckdb(duck_path):
+    llm = ScriptedLLM(lambda m: str(len(m[-1].content.split("<record>")[1].split("</record>")[0])))
+    eng = SemEngine(llm)
+    db = open_database(duck_path)
+    register_lm_functions(db, eng)
+    r = execute_with_lm(db, "SELECT publisher_name FROM publisher WHERE id IN (4, 13, 10) "
+                        "ORDER BY LM_NUMBER('the length of {p}', publisher_name) DESC", eng)
+    names = [row[0] for row in r.rows]
+    assert names == sorted(names, key=len, reverse=True) and len(names) == 3
+
+
 def test_errors_surface(duck_path):
     db = open_database(duck_path)
     eng = SemEngine(ScriptedLLM(judge), max_calls=3)
