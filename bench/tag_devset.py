@@ -109,11 +109,18 @@ Ref = Callable[[], object]
 QUESTIONS: list[tuple[str, str, str, str, Ref]] = []  # (db, question, type, kind, reference)
 
 
-def add(db: str, question: str, qtype: str, kind: str) -> Callable[[Ref], Ref]:
-    def deco(fn: Ref) -> Ref:
-        QUESTIONS.append((db, question, qtype, kind, fn))
-        return fn
-    return deco
+def registrar(questions: list) -> Callable[[str, str, str, str], Callable[[Ref], Ref]]:
+    """``@add(db, question, type, kind)`` for a question set: the decorated reference function joins
+    ``questions`` (shared with bench/tag_heldout.py)."""
+    def add(db: str, question: str, qtype: str, kind: str) -> Callable[[Ref], Ref]:
+        def deco(fn: Ref) -> Ref:
+            questions.append((db, question, qtype, kind, fn))
+            return fn
+        return deco
+    return add
+
+
+add = registrar(QUESTIONS)
 
 
 # Match ------------------------------------------------------------------------------------------------------

@@ -115,11 +115,7 @@ Ref = Callable[[], object]
 QUESTIONS: list[tuple[str, str, str, str, Ref]] = []  # (db, question, type, kind, reference)
 
 
-def add(db: str, question: str, qtype: str, kind: str) -> Callable[[Ref], Ref]:
-    def deco(fn: Ref) -> Ref:
-        QUESTIONS.append((db, question, qtype, kind, fn))
-        return fn
-    return deco
+add = _devset.registrar(QUESTIONS)
 
 
 # Match ------------------------------------------------------------------------------------------------------

@@ -124,15 +124,13 @@ def test_offered_answer_is_picked_from_the_compared_counts_by_the_real_model(llm
     from tagql import TagQL
     from tagql.config import load_settings
     from tagql.db.connection import Result, open_database
-    from tagql.tag.answer import format_data_points
-    from tagql.tag.methods import choose, magnitudes
+    from tagql.tag.methods import choose
 
     session = TagQL(open_database(demo_db_path), llm, settings=load_settings(cache_dir=str(tmp_path)))
     question = "In molecule TR001, are there more single bonds or double bonds? Answer 'single' or 'double'."
     for counts, expected in [((41, 3), "single"), ((2, 17), "double")]:
         result = Result("", ["single_bonds", "double_bonds"], [counts])
-        data = format_data_points(result, session.settings.answer) + magnitudes(result)
-        assert choose(session, question, data, ["single", "double"]) == expected
+        assert choose(session, question, result, ["single", "double"]) == expected
 
 
 def test_lm_number_in_sql_orders_rows_by_what_the_real_model_reads(llm, shared_data):

@@ -438,12 +438,13 @@ def test_comparison_plan_result_is_turned_into_the_offered_answer(superhero, tmp
 
 
 def test_an_answer_outside_the_offered_ones_is_an_error(superhero, tmp_path):
+    from tagql.db.connection import Result
     from tagql.errors import LLMOutputError
     from tagql.tag.methods import choose
 
     s = TagQL(superhero, ScriptedLLM(['"maybe"']), settings=load_settings(cache_dir=str(tmp_path)))
     with pytest.raises(LLMOutputError, match="none of the offered answers"):
-        choose(s, "Yes or no? Answer 'yes' or 'no'.", "Data Point 1:\n- n: 3", ["yes", "no"])
+        choose(s, "Yes or no? Answer 'yes' or 'no'.", Result("", ["n"], [(3,)]), ["yes", "no"])
 
 
 @pytest.mark.parametrize("where, question, guess", [

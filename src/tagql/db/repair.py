@@ -440,14 +440,13 @@ def repair_self_joins(tree: exp.Expression, schema: Schema) -> list[str]:
     links = _links(schema)
     for select in list(tree.find_all(exp.Select)):
         sources = _sources(select, schema)
-        joins = select.args.get("joins") or []
         if sources is None:
             continue
-        for i, join in enumerate(joins):
+        for i, join in enumerate(select.args.get("joins") or []):
             on = join.args.get("on")
             same = [eq for eq in (on.find_all(exp.EQ) if on is not None else [])
                     if isinstance(eq.this, exp.Column) and eq.this == eq.expression]
-            if not same or on is None:
+            if not same:
                 continue
             joined, before = sources[i + 1], sources[: i + 1]
             found = [(b, link) for link in links.get(joined.table.name.lower(), [])

@@ -108,9 +108,11 @@ def magnitudes(result: Result) -> str:
     return "\nFrom largest to smallest: " + ", ".join(f"{c} ({json_value(v)})" for c, v in ordered)
 
 
-def choose(session: TagQL, question: str, data: str, choices: list[str]) -> str:
+def choose(session: TagQL, question: str, result: Result, choices: list[str]) -> str:
     """TAG's generation step for a question that offers its answers: the LM reads the plan's result
-    (e.g. the two counts being compared) and picks one option, constrained to the options."""
+    (e.g. the two counts being compared, ordered for it by :func:`magnitudes`) and picks one option,
+    constrained to the options."""
+    data = format_data_points(result, session.settings.answer) + magnitudes(result)
     reply = session.llm.complete(
         [system(tag_prompts.CHOICE_ANSWER), user(tag_prompts.answer_prompt(data, question))],
         max_tokens=24, json_schema={"type": "string", "enum": choices})
@@ -224,14 +226,12 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                     run = run_plan(fallback, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
                     sql, result = run.sql, run.result
                     plan["guesses_to_lm_filter"] = converted
-            data = format_data_points(result, session.settings.answer)
             choices = offered_choices(question)
             if choices:
-                data += magnitudes(result)
-                values = [choose(session, question, data, choices)]
+                values = [choose(session, question, result, choices)]
                 text = sentence(values)
             else:
-                text, values = lm_answer(session, question, data)
+                text, values = lm_answer(session, question, format_data_points(result, session.settings.answer))
         else:
             if p.operators and str(p.operators[-1].get("op", "")).lower() == "agg" and not is_aggregation(question):
                 # a list/count question answers with values: a summary of them would hide them in prose
@@ -251,8 +251,7 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                 choices = offered_choices(question)
                 if choices and not _is_choice(values, choices):
                     # the plan computed what is compared (two counts, two totals): the LM picks the answer
-                    data = format_data_points(result, session.settings.answer) + magnitudes(result)
-                    picked = choose(session, question, data, choices)
+                    picked = choose(session, question, result, choices)
                     plan["chose"] = {"from": choices, "picked": picked}
                     values = [picked]
                 text = sentence(values)
