@@ -6,6 +6,7 @@
     python bench/tag_accuracy.py --ids 10,11 --resume     # add questions to a stopped run's results
     python bench/tag_accuracy.py --data bench/data/tag_heldout.csv --json bench/results/tag_heldout.json
                                                           # the 15 held-out questions (bench/tag_heldout.py)
+    python bench/tag_accuracy.py --knowledge /tmp/kb       # with each database's domain statements
 
 Scoring (TAG-Bench style): match and comparison answers must equal the reference as a set of values,
 ranking answers as an ordered list; numbers compare numerically and strings case-insensitively, a row of
@@ -70,6 +71,19 @@ def load(ids: set[int] | None, per_type: int | None, data: Path = DEV) -> list[d
     return rows
 
 
+def knowledge_store(directory: Path, db: str) -> Path:
+    """``directory/<db>.kb``, imported once from the paper's DBA-screened statements (no LM involved)."""
+    from tagql.db.connection import open_database
+    from tagql.knowledge.importer import import_database
+
+    store = directory / f"{db}.kb"
+    if not store.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        print(f"importing the domain statements of {db} into {store}", flush=True)
+        import_database(BIRD.parents[1], db, store, database=open_database(BIRD / db / f"{db}.sqlite"))
+    return store
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="tag,text2sql,rag,retrieval_rank,text2sql_lm")
@@ -78,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llm", default="local")
     ap.add_argument("--data", type=Path, default=DEV, help="question CSV (default: the dev set)")
     ap.add_argument("--json", default=str(REPO / "bench" / "results" / "tag_accuracy.json"))
+    ap.add_argument("--knowledge", type=Path, default=None,
+                    help="domain-knowledge stores DIR/<db>.kb for every method that writes SQL; a missing store "
+                         "is imported from the domain-knowledge paper's statements for that database "
+                         "(default: no knowledge)")
     ap.add_argument("--resume", action="store_true",
                     help="keep the results in the --json file's .partial.json and ask only what is missing")
     ap.add_argument("--op-cache", default="",
@@ -108,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         db = r["DB used"]
         if db not in sessions:
-            sessions[db] = tagql.connect(BIRD / db / f"{db}.sqlite", llm=llm, settings=settings)
+            store = knowledge_store(args.knowledge, db) if args.knowledge else None
+            sessions[db] = tagql.connect(BIRD / db / f"{db}.sqlite", llm=llm, settings=settings, knowledge=store)
         ref = json.loads(r["Answer"])
         for m in methods:
             if (int(r["Query ID"]), m) in asked:

@@ -77,14 +77,21 @@ class TagQL:
     def schema(self):
         return self.db.schema
 
+    def statements_for(self, question: str) -> list[ScoredStatement]:
+        """The domain statements retrieved for ``question`` (top-K of the database's store, instantiated
+        with the question's constants when configured); none without a store. Every answering method
+        uses these, so expert knowledge reaches plans and baselines alike."""
+        statements = self.knowledge.retrieve(question, self.knowledge_k) if self.knowledge else []
+        if self.settings.answer.instantiate_statements:
+            statements = for_question(question, statements)
+        return statements
+
     def ask(self, question: str) -> Answer:
         question = clean_question(question)
         t_start = time.perf_counter()
         before = self.llm.usage.snapshot()
         t0 = time.perf_counter()
-        statements = self.knowledge.retrieve(question, self.knowledge_k) if self.knowledge else []
-        if self.settings.answer.instantiate_statements:
-            statements = for_question(question, statements)
+        statements = self.statements_for(question)
         t_retrieve = time.perf_counter() - t0
         outcome = self.synthesizer.run(question, statements)
         t1 = time.perf_counter()

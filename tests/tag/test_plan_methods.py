@@ -481,3 +481,43 @@ def test_an_invented_order_column_becomes_a_fact_the_lm_gives(superhero):
     llm = ScriptedLLM(["no", json.dumps(invented), json.dumps(invented)])
     with pytest.raises(PlanError, match="founding_year"):
         Planner(superhero, llm, SemEngine(llm)).make("Which is newer, DC Comics or Image Comics?")
+
+
+def test_domain_statements_reach_the_plan_and_their_values_are_not_guesses(superhero):
+    """An expert's statement lists the values of a category: the plan prompts show it, and a plan that
+    uses its list keeps it (the guess-to-LM_FILTER rewrite is for the model's own lists)."""
+    from tagql.knowledge import ScoredStatement
+
+    stmt = ScoredStatement("publishers named after a person", "publisher.publisher_name IN ('George Lucas', "
+                           "'J. K. Rowling', 'J. R. R. Tolkien')", 0.9)
+    expert = {"sql": "SELECT COUNT(*) FROM publisher WHERE publisher_name IN ('George Lucas', 'J. K. Rowling', "
+                     "'J. R. R. Tolkien')", "operators": []}
+    llm = ScriptedLLM(["yes", json.dumps(expert)])
+    question = "How many publishers are named after a person?"
+    plan, attempts = Planner(superhero, llm, SemEngine(llm)).make(question, [stmt])
+    assert "LM_FILTER" not in plan.sql and not any("guesses_to_lm_filter" in a for a in attempts)
+    for prompt in llm.prompts:  # the needs-operators question and the plan both see the statement
+        assert "'publishers named after a person' refers to publisher.publisher_name IN" in prompt[-1].content
+        assert prompt[-1].content.index("Domain knowledge") < prompt[-1].content.index("Question:")
+    # without the statement the same SQL is the model's guess, judged by the LM instead
+    llm = ScriptedLLM(["yes", json.dumps(expert), "{publisher_name} is named after a person"])
+    plan, _ = Planner(superhero, llm, SemEngine(llm)).make(question)
+    assert "LM_FILTER" in plan.sql and "Domain knowledge" not in llm.prompts[1][-1].content
+
+
+def test_every_sql_method_gets_the_databases_domain_statements(superhero, tmp_path):
+    from tagql.knowledge import ScoredStatement, StaticStatements
+
+    stmt = ScoredStatement("giants", "superhero.height_cm > 250", 0.8)
+    sql = "SELECT superhero_name FROM superhero WHERE height_cm > 250 ORDER BY superhero_name"
+    plan = {"sql": sql, "operators": []}
+    question = "Which heroes are giants?"
+    st = load_settings(cache_dir=str(tmp_path))
+    for method, replies in [("text2sql", [sql]), ("text2sql_lm", [sql, '["Galactus", "Ymir"]']),
+                            ("tag", ["no", json.dumps(plan)])]:
+        llm = ScriptedLLM(replies)
+        s = TagQL(superhero, llm, settings=st, knowledge=StaticStatements([stmt]))
+        a = answer(s, question, method)
+        assert "'giants' refers to superhero.height_cm > 250" in llm.prompts[0][-1].content, method
+        assert a.statements == [stmt] and a.to_dict()["statements"], method
+        assert "Galactus" in a.values, method

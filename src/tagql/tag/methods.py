@@ -191,8 +191,10 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
     sql, result, text, values, plan = "", Result("", [], []), "", [], None
     attempts: list[Any] = []
     notes: list[str] = []
+    # expert knowledge (the database's store): every method that writes SQL gets the same statements
+    statements = [] if method in ("rag", "retrieval_rank") else session.statements_for(question)
     if method in ("text2sql", "text2sql_lm"):
-        outcome = session.synthesizer.run(question)
+        outcome = session.synthesizer.run(question, statements)
         sql, result, attempts = outcome.sql, outcome.result, outcome.attempts
         if method == "text2sql":
             values = result_values(result)
@@ -212,16 +214,16 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
     else:  # tag
         planner = Planner(session.db, llm, engine, retries=session.settings.answer.sql_retries)
         try:
-            p, plan_attempts = planner.make(question)
+            p, plan_attempts = planner.make(question, statements)
         except (PlanError, LLMOutputError) as exc:
             # no valid plan: fall back to SQL + LM answer (text2sql_lm), and say so
             notes.append(f"no valid plan ({exc.one_line()}); answered with text2sql_lm")
-            outcome = session.synthesizer.run(question)
+            outcome = session.synthesizer.run(question, statements)
             sql, result, attempts = outcome.sql, outcome.result, outcome.attempts
             plan = {"fallback": "text2sql_lm", "error": exc.one_line()}
             if planner.hybrid:  # the question needs the LM: its values are judged, not guessed, here too
                 fallback = Plan(sql)
-                converted = planner.guesses_to_filters(fallback, question)
+                converted = planner.guesses_to_filters(fallback, question, statements)
                 if converted:
                     run = run_plan(fallback, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
                     sql, result = run.sql, run.result
@@ -261,6 +263,6 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
         question=question, database=session.db.name, sql=sql, columns=list(result.columns),
         rows=[[json_value(v) for v in r] for r in result.rows[:200]], answer=text, values=values,
         timings={"total_s": round(time.perf_counter() - t0, 3), "lm_s": usage["seconds"]},
-        tokens=usage, attempts=attempts, notes=notes, truncated=result.truncated,
+        tokens=usage, attempts=attempts, notes=notes, truncated=result.truncated, statements=statements,
         method=method, plan=plan, lm_calls=int(usage["calls"]), operator_stats=engine.stats.to_dict(),
     )

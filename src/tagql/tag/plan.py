@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ from tagql.db.connection import Database, Result
 from tagql.db.repair import Comparison, compared_strings, string_comparisons
 from tagql.db.safety import fix_sqlite_double_quoted_strings
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, TagqlError, UnsafeQuery
+from tagql.knowledge import ScoredStatement
 from tagql.llm.base import LLM, Message, system, user
 from tagql.tag import tag_prompts as prompts
 from tagql.tag.operators import (
@@ -434,23 +436,25 @@ class Planner:
         self.max_tokens = max_tokens
         self.hybrid = False  # what needs_operators said for the last question planned
 
-    def messages(self, question: str) -> list[Message]:
+    def messages(self, question: str, statements: Sequence[ScoredStatement] = ()) -> list[Message]:
         return [system(prompts.plan_system_prompt(self.db.name, self.db.schema.to_prompt())),
-                user(prompts.plan_user_prompt(question))]
+                user(prompts.plan_user_prompt(question, statements))]
 
-    def needs_operators(self, question: str) -> bool:
+    def needs_operators(self, question: str, statements: Sequence[ScoredStatement] = ()) -> bool:
         """One grammar-constrained token: does the question need knowledge or reasoning beyond the data?
         (Same system prefix as the plan, so llama.cpp reuses it.) Small models rarely choose operators on
         their own; asking first and then saying so in the plan prompt makes hybrid plans happen."""
-        msgs = [self.messages(question)[0], user(prompts.needs_lm_prompt(question))]
+        msgs = [self.messages(question)[0], user(prompts.needs_lm_prompt(question, statements))]
         reply = self.llm.complete(msgs, max_tokens=2, grammar='root ::= "yes" | "no"')
         return reply.text.strip().lower().startswith("yes")
 
-    def make(self, question: str) -> tuple[Plan, list[dict[str, Any]]]:
-        hybrid = self.hybrid = self.needs_operators(question)
-        messages = self.messages(question)
+    def make(self, question: str, statements: Sequence[ScoredStatement] = ()) -> tuple[Plan, list[dict[str, Any]]]:
+        """A validated plan for ``question``; ``statements`` (the retrieved domain knowledge) go into the
+        prompts, and the values they name are the experts', not guesses."""
+        hybrid = self.hybrid = self.needs_operators(question, statements)
+        messages = self.messages(question, statements)
         if hybrid:
-            messages[-1] = user(prompts.plan_user_prompt(question) + prompts.HYBRID_HINT)
+            messages[-1] = user(prompts.plan_user_prompt(question, statements) + prompts.HYBRID_HINT)
         attempts: list[dict[str, Any]] = [{"needs_lm_operators": hybrid}]
         last: TagqlError | None = None
         empty: Plan | None = None  # a valid plan whose SQL finds nothing: kept in case the repair fails
@@ -468,7 +472,7 @@ class Planner:
                 # read in the SQL that runs (``expense`` + ``budget.category`` only has an owner after it)
                 sql, _ = validate_plan(plan, self.db, self.engine, hybrid=hybrid)
                 if hybrid:
-                    converted = self.guesses_to_filters(plan, question)
+                    converted = self.guesses_to_filters(plan, question, statements)
                     if converted:
                         attempts.append({"guesses_to_lm_filter": converted})
                         sql, _ = validate_plan(plan, self.db, self.engine, hybrid=hybrid)
@@ -494,15 +498,18 @@ class Planner:
         assert last is not None
         raise last
 
-    def guesses_to_filters(self, plan: Plan, question: str) -> list[str]:
+    def guesses_to_filters(self, plan: Plan, question: str, statements: Sequence[ScoredStatement] = ()) -> list[str]:
         """Replace the SQL's guessed comparisons (:func:`guessed_comparisons`) by ``LM_FILTER`` calls that
         judge each distinct stored value: small models write the values they believe a category has, in
         the world's spelling, instead of letting the LM judge the data. The statement each filter checks
-        comes from one short LM call (same system prefix as the plan). Returns ``old -> new`` notes."""
+        comes from one short LM call (same system prefix as the plan). A value a domain statement names
+        (``element IN ('cl', 'br', 'i', 'f')`` for "halogens") is the experts', so it stays.
+        Returns ``old -> new`` notes."""
         from sqlglot import exp
 
         tree = _parse(plan.sql, self.db, self.db.dialect)
-        guesses = _guesses(tree, self.db, question) if tree is not None else []
+        known = " ".join([question, *(f"{s.text} {s.sql}" for s in statements)])
+        guesses = _guesses(tree, self.db, known) if tree is not None else []
         if not guesses:
             return []
         notes = []

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from tagql.knowledge import ScoredStatement
+
 PLAN_GUIDE = """\
 Answer questions by writing a plan: one SQLite query plus an ordered list of operators that run on its result.
 SQL does all exact work: joins, comparisons, counts, and ordering by numbers, dates or text length (ORDER BY
@@ -53,13 +57,21 @@ def plan_system_prompt(db_name: str, schema_text: str) -> str:
     )
 
 
-def plan_user_prompt(question: str) -> str:
-    return f"Question: {question}\n"
+def knowledge_lines(statements: Sequence[ScoredStatement]) -> str:
+    """The question's retrieved domain statements, one line before it ("'text' refers to sql"; empty
+    without statements, so the prompt is unchanged when a database has no knowledge store)."""
+    if not statements:
+        return ""
+    return "Domain knowledge from the database's experts: " + "; ".join(s.render() for s in statements) + "\n"
 
 
-def needs_lm_prompt(question: str) -> str:
+def plan_user_prompt(question: str, statements: Sequence[ScoredStatement] = ()) -> str:
+    return f"{knowledge_lines(statements)}Question: {question}\n"
+
+
+def needs_lm_prompt(question: str, statements: Sequence[ScoredStatement] = ()) -> str:
     return (
-        f"Question: {question}\n"
+        f"{knowledge_lines(statements)}Question: {question}\n"
         "Does answering this question need world knowledge or judgement about values that the database does "
         "not store as columns (for example a region, a category, a property of a named thing, the meaning or "
         "order of a text, a summary)? Answer yes or no."
