@@ -91,6 +91,7 @@ class TagSettings(BaseModel):
     cache: bool = True  # persistent operator cache under cache_dir/tag_cache.sqlite
     agg_chunk_chars: int = 4000  # hierarchical aggregation: characters of rows per summarised chunk
     udf_timeout_s: float = 600.0  # statement timeout for SQL that calls LM functions
+    plan_exemplars: int = 2  # solved plans of the most similar questions shown with each plan prompt (0: none)
 
 
 class Settings(BaseSettings):

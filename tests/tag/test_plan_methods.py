@@ -71,7 +71,13 @@ def test_planner_repairs_an_invalid_plan(superhero):
     llm = ScriptedLLM(["yes", bad, json.dumps(HYBRID)])
     plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which person publisher has most heroes?")
     assert plan.operators[0]["op"] == "filter"
-    assert attempts[0] == {"needs_lm_operators": True}
+    assert attempts[0]["needs_lm_operators"] is True
+    assert attempts[0]["similar_questions"] == ["Which record companies are named after a person?",
+                                                "Which maker has more models: the maker of the Corvette or the "
+                                                "maker of the Mustang? Give the maker's full name."]
+    assert "Solved questions of a similar shape" in llm.prompts[1][-1].content  # shown before the question
+    assert llm.prompts[1][-1].content.index("Which record companies") < llm.prompts[1][-1].content.index(
+        "Question: Which person publisher")
     assert attempts[1]["error"] and "name" in attempts[1]["error"] and attempts[2]["error"] is None
     assert "This question needs the language model" in llm.prompts[1][-1].content
     assert llm.prompts[0][0] == llm.prompts[1][0]  # the yes/no question shares the plan's system prefix
@@ -498,7 +504,7 @@ def test_domain_statements_reach_the_plan_and_their_values_are_not_guesses(super
     assert "LM_FILTER" not in plan.sql and not any("guesses_to_lm_filter" in a for a in attempts)
     for prompt in llm.prompts:  # the needs-operators question and the plan both see the statement
         assert "'publishers named after a person' refers to publisher.publisher_name IN" in prompt[-1].content
-        assert prompt[-1].content.index("Domain knowledge") < prompt[-1].content.index("Question:")
+        assert prompt[-1].content.index("Domain knowledge") < prompt[-1].content.rindex("Question:")
     # without the statement the same SQL is the model's guess, judged by the LM instead
     llm = ScriptedLLM(["yes", json.dumps(expert), "{publisher_name} is named after a person"])
     plan, _ = Planner(superhero, llm, SemEngine(llm)).make(question)

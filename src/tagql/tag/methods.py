@@ -212,7 +212,8 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
         text, values = lm_answer(session, question, _points(rows))
         result = Result("", ["row"], [(r,) for r in rows])
     else:  # tag
-        planner = Planner(session.db, llm, engine, retries=session.settings.answer.sql_retries)
+        planner = Planner(session.db, llm, engine, retries=session.settings.answer.sql_retries,
+                          exemplars=session.settings.tag.plan_exemplars)
         try:
             p, plan_attempts = planner.make(question, statements)
         except (PlanError, LLMOutputError) as exc:

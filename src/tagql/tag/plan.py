@@ -32,6 +32,7 @@ from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, TagqlError, 
 from tagql.knowledge import ScoredStatement
 from tagql.llm.base import LLM, Message, system, user
 from tagql.tag import tag_prompts as prompts
+from tagql.tag.exemplars import Exemplar, exemplar_index
 from tagql.tag.operators import (
     OperatorError,
     SemEngine,
@@ -428,8 +429,10 @@ def run_plan(plan: Plan, db: Database, engine: SemEngine, *, udf_timeout_s: floa
 class Planner:
     """Asks the LM for a plan (JSON-constrained), validates it, retries once with the error."""
 
-    def __init__(self, db: Database, llm: LLM, engine: SemEngine, *, retries: int = 1, max_tokens: int = 400):
+    def __init__(self, db: Database, llm: LLM, engine: SemEngine, *, retries: int = 1, max_tokens: int = 400,
+                 exemplars: int = 2):
         self.db = db
+        self.exemplars = exemplars  # solved plans of similar questions shown before the question (0: none)
         self.llm = llm
         self.engine = engine
         self.retries = retries
@@ -439,6 +442,10 @@ class Planner:
     def messages(self, question: str, statements: Sequence[ScoredStatement] = ()) -> list[Message]:
         return [system(prompts.plan_system_prompt(self.db.name, self.db.schema.to_prompt())),
                 user(prompts.plan_user_prompt(question, statements))]
+
+    def similar(self, question: str) -> list[Exemplar]:
+        """The bank's solved plans most like ``question`` (:mod:`tagql.tag.exemplars`)."""
+        return exemplar_index().nearest(question, self.exemplars, exclude_db=self.db.name) if self.exemplars else []
 
     def needs_operators(self, question: str, statements: Sequence[ScoredStatement] = ()) -> bool:
         """One grammar-constrained token: does the question need knowledge or reasoning beyond the data?
@@ -452,10 +459,12 @@ class Planner:
         """A validated plan for ``question``; ``statements`` (the retrieved domain knowledge) go into the
         prompts, and the values they name are the experts', not guesses."""
         hybrid = self.hybrid = self.needs_operators(question, statements)
+        similar = self.similar(question)
         messages = self.messages(question, statements)
-        if hybrid:
-            messages[-1] = user(prompts.plan_user_prompt(question, statements) + prompts.HYBRID_HINT)
-        attempts: list[dict[str, Any]] = [{"needs_lm_operators": hybrid}]
+        messages[-1] = user(prompts.similar_plans(similar) + prompts.plan_user_prompt(question, statements)
+                            + (prompts.HYBRID_HINT if hybrid else ""))
+        attempts: list[dict[str, Any]] = [{"needs_lm_operators": hybrid,
+                                           **({"similar_questions": [e.question for e in similar]} if similar else {})}]
         last: TagqlError | None = None
         empty: Plan | None = None  # a valid plan whose SQL finds nothing: kept in case the repair fails
         for _ in range(self.retries + 1):

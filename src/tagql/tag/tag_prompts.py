@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tagql.knowledge import ScoredStatement
+from tagql.tag.exemplars import Exemplar
 
 PLAN_GUIDE = """\
 Answer questions by writing a plan: one SQLite query plus an ordered list of operators that run on its result.
@@ -63,6 +64,14 @@ def knowledge_lines(statements: Sequence[ScoredStatement]) -> str:
     if not statements:
         return ""
     return "Domain knowledge from the database's experts: " + "; ".join(s.render() for s in statements) + "\n"
+
+
+def similar_plans(exemplars: Sequence[Exemplar]) -> str:
+    """Solved plans of questions shaped like the asked one (on other databases), right before it."""
+    if not exemplars:
+        return ""
+    shown = "\n".join(e.render() for e in exemplars)
+    return f"Solved questions of a similar shape, on other databases:\n{shown}\n\nNow this database.\n"
 
 
 def plan_user_prompt(question: str, statements: Sequence[ScoredStatement] = ()) -> str:
