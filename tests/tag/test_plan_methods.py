@@ -73,8 +73,8 @@ def test_planner_repairs_an_invalid_plan(superhero):
     assert plan.operators[0]["op"] == "filter"
     assert attempts[0]["needs_lm_operators"] is True
     assert attempts[0]["similar_questions"] == ["Which record companies are named after a person?",
-                                                "Which maker has more models: the maker of the Corvette or the "
-                                                "maker of the Mustang? Give the maker's full name."]
+                                                ("Which maker has more models: the maker of the Corvette or the "
+                                                 "maker of the Mustang? Give the maker's full name.")]
     assert "Solved questions of a similar shape" in llm.prompts[1][-1].content  # shown before the question
     assert llm.prompts[1][-1].content.index("Which record companies") < llm.prompts[1][-1].content.index(
         "Question: Which person publisher")

@@ -19,6 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
+from itertools import pairwise
 from importlib import resources
 from typing import Any
 
@@ -36,7 +37,7 @@ class Exemplar:
 def _terms(text: str) -> list[str]:
     words = re.findall(r"[a-z]+|\d+|'", text.lower().replace("'s ", " "))
     words = ["N" if w.isdigit() else w for w in words]
-    return words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+    return words + [f"{a} {b}" for a, b in pairwise(words)]
 
 
 @cache
