@@ -19,8 +19,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
-from itertools import pairwise
 from importlib import resources
+from itertools import pairwise
 from typing import Any
 
 
