@@ -179,3 +179,19 @@ def test_a_join_comparing_a_column_with_itself_takes_the_one_foreign_key_link(sh
     gold = ("SELECT COUNT(*) FROM member JOIN zip_code ON member.zip = zip_code.zip_code "
             "WHERE zip_code.state = 'Illinois'")
     assert club.execute(sql).rows == club.execute(gold).rows != club.execute(llm_sql).rows
+
+
+def test_a_constant_under_the_wrong_column_goes_back_to_the_llm_with_where_the_data_has_it(shared_data):
+    tox = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+    # seen on the TAG dev set: a molecule id compared with an atom id (atom ids are 'TR006_1', ...)
+    bad = "SELECT COUNT(DISTINCT bond_id) FROM connected WHERE atom_id = 'TR006'"
+    with pytest.raises(InvalidQuery, match=r"'TR006' is not a value of connected\.atom_id; the data stores it in "
+                                           r"atom\.molecule_id, bond\.molecule_id, molecule\.molecule_id"):
+        prepare_sql(bad, tox, repairs=[])
+    assert prepare_sql(bad, tox) == bad  # a user's own SQL is theirs to write
+    good = "SELECT COUNT(*) FROM bond WHERE molecule_id = 'TR006' AND bond_type = '='"
+    out = QuerySynthesizer(tox, ScriptedLLM([bad, good])).run("How many double bonds does TR006 have?")
+    assert "is not a value of connected.atom_id" in (out.attempts[0].error or "") and out.sql == good
+    assert out.result.rows == [(6,)]
+    # a constant stored nowhere is a plain miss (an empty answer may be right), not a misplaced value
+    assert prepare_sql("SELECT * FROM bond WHERE molecule_id = 'TR999'", tox, repairs=[])

@@ -443,6 +443,45 @@ def test_comparison_plan_result_is_turned_into_the_offered_answer(superhero, tmp
     assert a.values == ["companies"] and a.plan["chose"] == {"from": ["people", "companies"], "picked": "companies"}
 
 
+def test_rows_labelled_with_the_offered_answers_are_tallied_for_the_chooser(superhero, tmp_path):
+    """A plan that labels each hero instead of counting (seen on the dev set): the chooser is told how many
+    rows carry each offered answer, most first, including an answer no row carries."""
+    labels = {"sql": "SELECT CASE WHEN superhero_name LIKE '% %' THEN 'several words' ELSE 'one word' END AS kind "
+                     "FROM superhero", "operators": []}
+    n_multi = superhero.execute("SELECT COUNT(*) FROM superhero WHERE superhero_name LIKE '% %'").rows[0][0]
+    n_one = superhero.execute("SELECT COUNT(*) FROM superhero").rows[0][0] - n_multi
+    assert n_one > n_multi > 0
+    seen = []
+
+    def fn(messages):
+        last = messages[-1].content
+        if "Does answering" in last:
+            return "no"
+        if "offers its possible answers" in messages[0].content:
+            seen.append(last)
+            return '"one word"'
+        return json.dumps(labels)
+
+    s = TagQL(superhero, ScriptedLLM(fn), settings=load_settings(cache_dir=str(tmp_path)))
+    q = "Do more heroes have a one-word name, a name of several words, or no name? Answer 'one word', 'several words' or 'none'."
+    a = answer(s, q, "tag")
+    assert a.values == ["one word"]
+    assert f"Rows per answer, from most to fewest: one word ({n_one}), several words ({n_multi}), none (0)" in seen[0]
+
+
+def test_flag_columns_are_totalled_for_the_chooser():
+    """A plan that marks each row 1/0 per answer instead of counting (seen on the dev set: `single` and
+    `double` flags over a molecule's 25 bonds): the chooser is told each column's total, largest first."""
+    from tagql.db.connection import Result
+    from tagql.tag.methods import magnitudes
+
+    flags = Result(sql="", columns=["single", "double"], rows=[(1, 0)] * 21 + [(0, 1)] * 4)
+    assert magnitudes(flags, ["single", "double"]) == \
+        "\nTotals over the 25 rows, from largest to smallest: single (21), double (4)"
+    # ids or measurements are not flags: nothing is added
+    assert magnitudes(Result(sql="", columns=["id", "single"], rows=[(7, 1), (8, 0)]), ["single", "double"]) == ""
+
+
 def test_an_answer_outside_the_offered_ones_is_an_error(superhero, tmp_path):
     from tagql.db.connection import Result
     from tagql.errors import LLMOutputError

@@ -366,6 +366,51 @@ def _stored_spelling(db: Database, table: str, column: str, value: str, budget: 
     return None
 
 
+def misplaced_values(tree: exp.Expression, db: Database, *, max_columns: int = 48,
+                     timeout_s: float = 1.0) -> list[str]:
+    """String constants compared with a column that does not hold them but that another column stores
+    verbatim (``connected.atom_id = 'TR006'`` where 'TR006' is a ``molecule_id``): small models put an
+    id under the column whose name looks closest. One line per constant, naming where the data has it,
+    for the model to rewrite its query; [] when every constant is in its column or nowhere."""
+    notes: list[str] = []
+    budget = [16]
+    for _node, column, owner, literals in _column_comparisons(tree, db.schema, (exp.EQ, exp.In)):
+        for lit in literals:
+            if budget[0] <= 0:
+                return notes
+            if _stored_spelling(db, owner.table.name, column.name, lit.this, budget, timeout_s) is not None:
+                continue
+            where = columns_holding(db, lit.this, max_columns=max_columns, timeout_s=timeout_s)
+            if where:
+                notes.append(f"'{lit.this}' is not a value of {owner.table.name}.{column.name}; "
+                             f"the data stores it in {', '.join(where)}")
+    return notes
+
+
+def columns_holding(db: Database, value: str, *, max_columns: int = 48, timeout_s: float = 1.0) -> list[str]:
+    """``table.column`` names (at most 3) of the text columns that store ``value`` exactly; the first
+    ``max_columns`` text columns are looked at, each lookup under ``timeout_s``."""
+    found: list[str] = []
+    looked = 0
+    for table in db.schema.tables:
+        for column in table.columns:
+            kind = column.type.upper()
+            if kind and not any(t in kind for t in ("CHAR", "TEXT", "CLOB", "STRING")):
+                continue
+            if looked >= max_columns or len(found) >= 3:
+                return found
+            looked += 1
+            col = exp.column(column.name, quoted=True)
+            query = (exp.select("1").from_(exp.to_table(table.name, quoted=True))
+                     .where(exp.EQ(this=col, expression=exp.Literal.string(value))).limit(1))
+            try:
+                if db.execute(query.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=1).rows:
+                    found.append(f"{table.name}.{column.name}")
+            except TagqlError:
+                continue
+    return found
+
+
 def similar_values(db: Database, table: str, column: str, value: str, *, limit: int = 3,
                    timeout_s: float = 2.0) -> list[str]:
     """Up to ``limit`` stored values of the column that contain ``value`` (``'Marvel'`` ->

@@ -17,6 +17,8 @@ import ast
 import json
 import re
 import time
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,25 +96,58 @@ def offered_choices(question: str) -> list[str]:
     return re.findall(r"['\"]([^'\"]+)['\"]", m.group(1)) if m else []
 
 
-def magnitudes(result: Result) -> str:
-    """For a one-row result of several numbers (the quantities a comparison sets side by side), a line
-    that orders them: a 1.5B model reading "single_bonds: 41, double_bonds: 3" picked "double"; told
-    "from largest to smallest: single_bonds (41), double_bonds (3)" it need not compare digits itself."""
-    if len(result.rows) != 1:
-        return ""
-    pairs = [(c, v) for c, v in zip(result.columns, result.rows[0])
-             if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if len(pairs) < 2:
-        return ""
-    ordered = sorted(pairs, key=lambda p: -p[1])
-    return "\nFrom largest to smallest: " + ", ".join(f"{c} ({json_value(v)})" for c, v in ordered)
+def magnitudes(result: Result, choices: Sequence[str] = ()) -> str:
+    """A line that orders the quantities a comparison sets side by side, so a small model need not compare
+    digits itself: for a one-row result of several numbers ("single_bonds: 41, double_bonds: 3" made the
+    1.5B model pick "double"; "from largest to smallest: single_bonds (41), double_bonds (3)" did not), or
+    for rows that each carry one of the offered answers as a label (a plan that labels every name 'one
+    word' or 'several words' instead of counting them), how many rows carry each."""
+    if len(result.rows) == 1:
+        pairs = [(c, v) for c, v in zip(result.columns, result.rows[0])
+                 if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(pairs) >= 2:
+            ordered = sorted(pairs, key=lambda p: -p[1])
+            return "\nFrom largest to smallest: " + ", ".join(f"{c} ({json_value(v)})" for c, v in ordered)
+    tally = _label_tally(result, choices)
+    if tally:
+        return "\nRows per answer, from most to fewest: " + ", ".join(f"{c} ({n})" for c, n in tally)
+    totals = _indicator_totals(result)
+    if totals:
+        return (f"\nTotals over the {len(result.rows)} rows, from largest to smallest: "
+                + ", ".join(f"{c} ({n})" for c, n in totals))
+    return ""
+
+
+def _label_tally(result: Result, choices: Sequence[str]) -> list[tuple[str, int]]:
+    """(choice, rows labelled with it), most first, when some column holds only offered answers."""
+    if not choices or len(result.rows) < 2:
+        return []
+    lower = {c.lower(): c for c in choices}
+    for i in range(len(result.columns)):
+        labels = [str(r[i]).strip().lower() for r in result.rows if r[i] is not None]
+        if labels and all(v in lower for v in labels):
+            counts = Counter(labels)
+            return sorted(((c, counts.get(c.lower(), 0)) for c in choices), key=lambda p: -p[1])
+    return []
+
+
+def _indicator_totals(result: Result) -> list[tuple[str, int]]:
+    """(column, sum), largest first, when at least two columns hold only 0/1 flags over several rows (a
+    plan that marks each bond `single` 1/0 and `double` 1/0 instead of counting them)."""
+    if len(result.rows) < 2:
+        return []
+    flags = [i for i in range(len(result.columns))
+             if all(type(r[i]) is int and r[i] in (0, 1) for r in result.rows)]
+    if len(flags) < 2:
+        return []
+    return sorted(((result.columns[i], sum(r[i] for r in result.rows)) for i in flags), key=lambda p: -p[1])
 
 
 def choose(session: TagQL, question: str, result: Result, choices: list[str]) -> str:
     """TAG's generation step for a question that offers its answers: the LM reads the plan's result
     (e.g. the two counts being compared, ordered for it by :func:`magnitudes`) and picks one option,
     constrained to the options."""
-    data = format_data_points(result, session.settings.answer) + magnitudes(result)
+    data = format_data_points(result, session.settings.answer) + magnitudes(result, choices)
     reply = session.llm.complete(
         [system(tag_prompts.CHOICE_ANSWER), user(tag_prompts.answer_prompt(data, question))],
         max_tokens=24, json_schema={"type": "string", "enum": choices})

@@ -17,6 +17,7 @@ import sqlglot
 
 from tagql.db.connection import Database, Result
 from tagql.db.repair import (
+    misplaced_values,
     repair_columns,
     repair_conditional_counts,
     repair_scalar_subqueries,
@@ -125,6 +126,9 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     validate_against_schema(tree, schema)
     if repairs is not None:
         repairs += repair_values(tree, db)
+        misplaced = misplaced_values(tree, db)
+        if misplaced:
+            raise InvalidQuery(f"{misplaced[0]}: compare the column that holds it (join its table if needed)")
     after = tree.sql(dialect=db.dialect)
     return after if after != before else sql
 
