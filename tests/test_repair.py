@@ -195,3 +195,69 @@ def test_a_constant_under_the_wrong_column_goes_back_to_the_llm_with_where_the_d
     assert out.result.rows == [(6,)]
     # a constant stored nowhere is a plain miss (an empty answer may be right), not a misplaced value
     assert prepare_sql("SELECT * FROM bond WHERE molecule_id = 'TR999'", tox, repairs=[])
+
+
+def test_a_constant_stored_in_another_column_of_the_same_table_is_compared_there(shared_data):
+    club = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    # seen on the TAG dev set: state codes compared with zip_code.state ('California'); short_state has 'CA'
+    llm_sql = ("SELECT m.first_name FROM member m JOIN zip_code z ON m.zip = z.zip_code "
+               "WHERE z.state IN ('CA', 'NY')")
+    repairs: list[str] = []
+    sql = prepare_sql(llm_sql, club, repairs=repairs)
+    assert repairs == ["z.state -> z.short_state (the data stores 'CA' there)"]
+    gold = ("SELECT m.first_name FROM member m JOIN zip_code z ON m.zip = z.zip_code "
+            "WHERE z.state IN ('California', 'New York')")
+    assert sorted(club.execute(sql).rows) == sorted(club.execute(gold).rows) and len(club.execute(gold).rows) == 6
+    assert club.execute(llm_sql).rows == []
+    # a list partly in its own column is not moved: the mix goes back to the LLM, told where 'NY' is
+    mixed = "SELECT COUNT(*) FROM zip_code WHERE state IN ('California', 'NY')"
+    with pytest.raises(InvalidQuery, match=r"'NY' is not a value of zip_code\.state; the data stores it in "
+                                           r"zip_code\.short_state"):
+        prepare_sql(mixed, club, repairs=[])
+
+
+def test_a_column_several_tables_have_is_joined_from_the_nearest_one(shared_data):
+    club = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    # expense has no link_to_event; budget (one foreign-key hop) and attendance (two, via member) do
+    event = "reciRZdAqNIKuMC96"
+    repairs: list[str] = []
+    sql = prepare_sql(f"SELECT expense_description FROM expense WHERE link_to_event = '{event}'", club,
+                      repairs=repairs)
+    assert repairs == ["link_to_event -> budget.link_to_event (joined budget)"]
+    gold = ("SELECT x.expense_description FROM expense x JOIN budget b ON x.link_to_budget = b.budget_id "
+            f"WHERE b.link_to_event = '{event}'")
+    assert sorted(club.execute(sql).rows) == sorted(club.execute(gold).rows) and len(club.execute(gold).rows) == 5
+
+
+@pytest.mark.parametrize("question, sql, note", [
+    # seen on the TAG dev set: atoms counted for "how many molecules"
+    ("How many molecules contain at least one halogen atom?",
+     "SELECT COUNT(DISTINCT atom_id) FROM atom WHERE element IN ('cl', 'br', 'i', 'f')",
+     "COUNT(DISTINCT atom_id) -> COUNT(DISTINCT atom.molecule_id) (the question counts molecules)"),
+    # a join that repeats each molecule once per chlorine atom: the molecule table's own key is counted
+    ("How many molecules contain chlorine?",
+     "SELECT COUNT(*) FROM atom AS T1 JOIN molecule AS T2 ON T1.molecule_id = T2.molecule_id WHERE T1.element = 'cl'",
+     "COUNT(*) -> COUNT(DISTINCT T2.molecule_id) (the question counts molecules)"),
+])
+def test_a_count_counts_what_the_question_names(shared_data, question, sql, note):
+    tox = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+    repairs: list[str] = []
+    fixed = prepare_sql(sql, tox, repairs=repairs, question=question)
+    assert repairs == [note]
+    gold = ("SELECT COUNT(DISTINCT molecule_id) FROM atom WHERE element IN ('cl', 'br', 'i', 'f')"
+            if "halogen" in question else
+            "SELECT COUNT(*) FROM molecule WHERE molecule_id IN (SELECT molecule_id FROM atom WHERE element = 'cl')")
+    assert tox.execute(fixed).rows == tox.execute(gold).rows != tox.execute(sql).rows
+
+
+@pytest.mark.parametrize("question, sql", [
+    ("How many atoms does TR006 have?", "SELECT COUNT(atom_id) FROM atom WHERE molecule_id = 'TR006'"),
+    ("How many molecules per label?", "SELECT label, COUNT(*) FROM molecule GROUP BY label"),  # per group
+    ("How many carcinogenic ones are there?", "SELECT COUNT(*) FROM molecule WHERE label = '+'"),  # no such noun
+    # the one table counted by its rows: its own key would count the same
+    ("How many bonds does TR006 have?", "SELECT COUNT(*) FROM bond WHERE molecule_id = 'TR006'"),
+])
+def test_counts_that_already_count_the_named_thing_are_kept(shared_data, question, sql):
+    tox = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+    repairs: list[str] = []
+    assert prepare_sql(sql, tox, repairs=repairs, question=question) == sql and repairs == []

@@ -20,7 +20,9 @@ def test_filter_with_real_model_dedupes_and_answers_booleans(llm):
     rows = [("Palo Alto",), ("Fresno",), ("Palo Alto",), ("Cupertino",), ("Fresno",)]
     eng = SemEngine(llm)
     before = llm.usage.calls
-    out = SemTable(["City"], rows, eng).sem_filter("{City} is a city in the Silicon Valley region of California")
+    # the TAG paper's phrasing; "... in the Silicon Valley region of California" made the model (on an AMD
+    # EPYC host's llama.cpp build) accept Fresno and Sacramento for "California"
+    out = SemTable(["City"], rows, eng).sem_filter("{City} is a city in Silicon Valley")
     assert llm.usage.calls - before == 3  # three distinct cities
     kept = {r[0] for r in out.rows}
     assert "Fresno" not in kept and "Palo Alto" in kept
@@ -127,7 +129,8 @@ def test_offered_answer_is_picked_from_the_compared_counts_by_the_real_model(llm
     from tagql.tag.methods import choose
 
     session = TagQL(open_database(demo_db_path), llm, settings=load_settings(cache_dir=str(tmp_path)))
-    question = "In molecule TR001, are there more single bonds or double bonds? Answer 'single' or 'double'."
+    # no "more"/"fewer" in the question, so the numbers alone do not decide and the model reads them
+    question = "In molecule TR001, are the bonds mostly single or double? Answer 'single' or 'double'."
     for counts, expected in [((41, 3), "single"), ((2, 17), "double")]:
         result = Result("", ["single_bonds", "double_bonds"], [counts])
         assert choose(session, question, result, ["single", "double"]) == expected

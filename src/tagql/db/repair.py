@@ -9,7 +9,8 @@ under the wrong table:
 2. **Missing join**: ``superhero.publisher_name`` with no ``publisher`` table in the SELECT. When
    exactly one table of the schema has the column and exactly one shortest foreign-key path (at most
    two hops, so a bridge table such as ``hero_power`` counts) leads to it from the SELECT's tables,
-   those joins are added; the question's words break a tie between paths.
+   those joins are added; the question's words break a tie between paths. When several tables have
+   the column, the one strictly nearest by foreign keys is joined (``expense.link_to_event``: budget).
 
 Anything ambiguous (two candidate tables, eye/hair colour keys the question does not tell apart) is
 left alone: the validation error then goes back to the LLM. The column repairs only touch a query
@@ -28,6 +29,12 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    was meant), and the error goes back to the LLM.
 6. **Conditional counts that count every row** (:func:`repair_conditional_counts`):
    ``COUNT(CASE WHEN c THEN 1 ELSE 0 END)`` counts the zeros too; it becomes ``SUM(...)``.
+7. **A constant under the wrong column** (:func:`misplaced_values`): ``zip_code.state = 'CA'`` where
+   a column of the same table stores 'CA' (``short_state``) is rewritten to it; ``connected.atom_id =
+   'TR006'`` where another table stores it is reported with where the data has it, and the error goes
+   back to the LLM.
+8. **A count of the wrong thing** (:func:`repair_counted_entity`): "how many molecules ..." counted as
+   ``COUNT(DISTINCT atom_id)`` becomes ``COUNT(DISTINCT atom.molecule_id)``.
 """
 
 from __future__ import annotations
@@ -194,13 +201,24 @@ def _paths(schema: Schema, start: set[str], goal: str, max_hops: int = 2) -> lis
 def _join_owner(
     select: exp.Select, sources: list[_Source], column: str, schema: Schema, hint: str,
 ) -> _Source | None:
-    """Join the one table that has ``column`` along the one shortest foreign-key path from the SELECT's
-    tables (a bridge table such as hero_power included). Several paths (eye, hair or skin colour) are
-    told apart by the question's words when exactly one path's key columns are mentioned."""
+    """Join the table that has ``column`` along the one shortest foreign-key path from the SELECT's
+    tables (a bridge table such as hero_power included). When several tables have the column, the one
+    nearest by foreign keys is taken if no other is as near (``expense`` + ``link_to_event``: budget is
+    one hop, attendance two). Several paths (eye, hair or skin colour) are told apart by the question's
+    words when exactly one path's key columns are mentioned."""
     owners = [t for t in schema.tables if t.column(column) is not None]
-    if len(owners) != 1 or any(s.table is owners[0] for s in sources):
+    if not owners or any(s.table in owners for s in sources):
         return None
-    paths = _paths(schema, {s.table.name.lower() for s in sources}, owners[0].name)
+    start = {s.table.name.lower() for s in sources}
+    reach = [(t, _paths(schema, start, t.name)) for t in owners]
+    reach = [(t, p) for t, p in reach if p]
+    if not reach:
+        return None
+    nearest = min(len(p[0]) for _, p in reach)
+    reach = [(t, p) for t, p in reach if len(p[0]) == nearest]
+    if len(reach) != 1:
+        return None
+    paths = reach[0][1]
     if len(paths) > 1 and hint:
         asked = _words(hint)
         scored = [(len(asked & _words(" ".join(c for link in p for c in link.a_cols + link.b_cols))), p)
@@ -297,16 +315,21 @@ class Comparison:
 
 
 def string_comparisons(tree: exp.Expression, db: Database, *, max_lookups: int = 16,
-                       timeout_s: float = 2.0) -> list[Comparison]:
-    """Every ``=``/``IN`` string comparison with a column, and whether the data holds its values."""
+                       timeout_s: float = 2.0, like: bool = False) -> list[Comparison]:
+    """Every ``=``/``IN`` string comparison with a column (and ``LIKE`` with ``like``), and whether the
+    data holds its values (for ``LIKE``: whether any value matches the pattern)."""
     out: list[Comparison] = []
     budget = [max_lookups]
-    for node, column, owner, literals in _column_comparisons(tree, db.schema, (exp.EQ, exp.In)):
+    kinds = (exp.EQ, exp.In, exp.Like) if like else (exp.EQ, exp.In)
+    for node, column, owner, literals in _column_comparisons(tree, db.schema, kinds):
         if budget[0] <= 0:
             break
         values = [lit.this for lit in literals]
-        stored = [_stored_spelling(db, owner.table.name, column.name, v, budget, timeout_s) is not None
-                  for v in values]
+        if isinstance(node, exp.Like):
+            stored = [_any_like(db, owner.table.name, column.name, values[0], budget, timeout_s)]
+        else:
+            stored = [_stored_spelling(db, owner.table.name, column.name, v, budget, timeout_s) is not None
+                      for v in values]
         out.append(Comparison(node, column, owner.table.name, values, stored))
     return out
 
@@ -343,6 +366,18 @@ def _owner(column: exp.Column, sources: list[_Source]) -> _Source | None:
     return having[0] if len(having) == 1 else None
 
 
+def _any_like(db: Database, table: str, column: str, pattern: str, budget: list[int], timeout_s: float) -> bool:
+    """Does any value of the column match the LIKE ``pattern``? (True when the lookup fails: unknown.)"""
+    col = exp.column(column, quoted=True)
+    query = (exp.select("1").from_(exp.to_table(table, quoted=True))
+             .where(exp.Like(this=col, expression=exp.Literal.string(pattern))).limit(1))
+    budget[0] -= 1
+    try:
+        return bool(db.execute(query.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=1).rows)
+    except TagqlError:
+        return True
+
+
 def _stored_spelling(db: Database, table: str, column: str, value: str, budget: list[int],
                      timeout_s: float) -> str | None:
     """``value`` if the column holds it, else the one stored value equal to it ignoring case and
@@ -367,24 +402,59 @@ def _stored_spelling(db: Database, table: str, column: str, value: str, budget: 
 
 
 def misplaced_values(tree: exp.Expression, db: Database, *, max_columns: int = 48,
-                     timeout_s: float = 1.0) -> list[str]:
+                     timeout_s: float = 1.0, repairs: list[str] | None = None) -> list[str]:
     """String constants compared with a column that does not hold them but that another column stores
     verbatim (``connected.atom_id = 'TR006'`` where 'TR006' is a ``molecule_id``): small models put an
     id under the column whose name looks closest. One line per constant, naming where the data has it,
-    for the model to rewrite its query; [] when every constant is in its column or nowhere."""
+    for the model to rewrite its query; [] when every constant is in its column or nowhere.
+
+    With ``repairs`` (a list the notes go to), a comparison none of whose constants is in its column,
+    and whose stored constants all sit in one other column of the *same* table, is rewritten in place
+    (``zip_code.state = 'CA'`` -> ``zip_code.short_state = 'CA'``): no join changes, so nothing to ask."""
     notes: list[str] = []
     budget = [16]
     for _node, column, owner, literals in _column_comparisons(tree, db.schema, (exp.EQ, exp.In)):
+        missing: list[str] = []
         for lit in literals:
             if budget[0] <= 0:
                 return notes
-            if _stored_spelling(db, owner.table.name, column.name, lit.this, budget, timeout_s) is not None:
+            if _stored_spelling(db, owner.table.name, column.name, lit.this, budget, timeout_s) is None:
+                missing.append(lit.this)
+        if not missing:
+            continue
+        if repairs is not None and len(missing) == len(literals):
+            sibling = _sibling_holding(db, owner.table, column.name, missing, timeout_s=timeout_s)
+            if sibling is not None:
+                before = column.sql()
+                column.set("this", exp.to_identifier(sibling))
+                repairs.append(f"{before} -> {column.sql()} (the data stores {missing[0]!r} there)")
                 continue
-            where = columns_holding(db, lit.this, max_columns=max_columns, timeout_s=timeout_s)
+        for value in missing:
+            where = columns_holding(db, value, max_columns=max_columns, timeout_s=timeout_s)
             if where:
-                notes.append(f"'{lit.this}' is not a value of {owner.table.name}.{column.name}; "
+                notes.append(f"'{value}' is not a value of {owner.table.name}.{column.name}; "
                              f"the data stores it in {', '.join(where)}")
     return notes
+
+
+def _sibling_holding(db: Database, table: Table, column: str, values: list[str], *,
+                     timeout_s: float) -> str | None:
+    """The one other text column of ``table`` that stores some of ``values`` verbatim, and no other
+    column of it stores any of them; None otherwise."""
+    holding: set[str] = set()
+    for other in table.columns:
+        kind = other.type.upper()
+        if other.name == column or kind and not any(t in kind for t in ("CHAR", "TEXT", "CLOB", "STRING")):
+            continue
+        col = exp.column(other.name, quoted=True)
+        query = (exp.select("1").from_(exp.to_table(table.name, quoted=True))
+                 .where(exp.In(this=col, expressions=[exp.Literal.string(v) for v in values])).limit(1))
+        try:
+            if db.execute(query.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=1).rows:
+                holding.add(other.name)
+        except TagqlError:
+            return None
+    return holding.pop() if len(holding) == 1 else None
 
 
 def columns_holding(db: Database, value: str, *, max_columns: int = 48, timeout_s: float = 1.0) -> list[str]:
@@ -475,6 +545,46 @@ def repair_conditional_counts(tree: exp.Expression) -> list[str]:
         notes.append(f"{count.sql()} -> {new.sql()}")
         count.replace(new)
     return notes
+
+
+_HOW_MANY = re.compile(r"\s*how many (\w+)(?:\s+(\w+))?", re.IGNORECASE)
+
+
+def repair_counted_entity(tree: exp.Expression, schema: Schema, question: str) -> list[str]:
+    """"How many molecules ..." counted as ``COUNT(DISTINCT atom_id) FROM atom``: the count counts what
+    the question names. When the question opens with "how many <noun>", the outer SELECT (no GROUP BY)
+    has one COUNT, and exactly one of its tables has a ``<noun>_id`` column other than the counted one,
+    the COUNT becomes ``COUNT(DISTINCT <table>.<noun>_id)``. Counting the table named by the noun by its
+    own key is unchanged in value."""
+    m = _HOW_MANY.match(question or "")
+    if not isinstance(tree, exp.Select) or m is None or tree.args.get("group"):
+        return []
+    counts = [c for c in tree.find_all(exp.Count) if c.find_ancestor(exp.Select) is tree]
+    sources = _sources(tree, schema)
+    if len(counts) != 1 or not sources:
+        return []
+    count = counts[0]
+    arg = count.this.expressions[0] if isinstance(count.this, exp.Distinct) and count.this.expressions else count.this
+    if not isinstance(arg, (exp.Column, exp.Star)) or isinstance(arg, exp.Column) and isinstance(arg.this, exp.Star):
+        arg = exp.Star()
+    for word in filter(None, m.groups()):
+        noun = word.lower()
+        names = {noun[:-1] + "_id", noun[:-2] + "_id"} if noun.endswith("s") else {noun + "_id"}
+        owners = [(src, c) for src in sources for c in src.table.columns if c.name.lower() in names]
+        if not owners:
+            continue
+        named = [(src, c) for src, c in owners if src.table.name.lower() + "_id" in names]
+        owners = named if len(owners) > 1 and len(named) == 1 else owners
+        if len(owners) != 1 or (isinstance(arg, exp.Column) and arg.name.lower() == owners[0][1].name.lower()):
+            return []
+        src, column = owners[0]
+        if len(sources) == 1 and column.primary_key:
+            return []  # the table's rows are the named things: its own key counts the same
+        new = exp.Count(this=exp.Distinct(expressions=[exp.column(column.name, table=src.alias)]))
+        note = f"{count.sql()} -> {new.sql()} (the question counts {word})"
+        count.replace(new)
+        return [note]
+    return []
 
 
 def repair_self_joins(tree: exp.Expression, schema: Schema) -> list[str]:

@@ -414,6 +414,14 @@ class LocalLLM:
         return completion
 
 
+    def forget_cached_prompts(self) -> None:
+        """Start the next call from an empty KV cache. Reusing a cached prompt changes how the rest is
+        split into batches, and on some CPUs (seen on an AMD EPYC build) that moves the last bits of the
+        logits enough to flip a near-tie token; comparisons of decoding methods start from here."""
+        with self._lock:
+            self._prefixes.clear(self._llama)
+            self._llama.reset()
+
     def _generate(
         self, tokens: list[int], prefix: list[int], max_tokens: int, stops: list[str], grammar: Any,
     ) -> tuple[str, int]:

@@ -143,10 +143,73 @@ def _indicator_totals(result: Result) -> list[tuple[str, int]]:
     return sorted(((result.columns[i], sum(r[i] for r in result.rows)) for i in flags), key=lambda p: -p[1])
 
 
+_MORE = {"more", "most", "larger", "largest", "greater", "greatest", "higher", "highest", "heavier",
+         "heaviest", "bigger", "biggest", "longer", "longest", "older", "oldest", "taller", "tallest"}
+_LESS = {"fewer", "fewest", "less", "least", "smaller", "smallest", "lower", "lowest", "lighter",
+         "lightest", "shorter", "shortest", "younger", "youngest", "cheaper", "cheapest"}
+_FILLER = {"a", "an", "the", "of"}
+
+
+def compared_choice(question: str, result: Result, choices: Sequence[str]) -> str | None:
+    """The offered answer the result's numbers decide, when they decide it without reading: the question
+    compares in one direction only ("more", "heavier" vs "fewer", "lighter") and each offered answer has
+    exactly one quantity -- a numeric column named after it (``single_bonds: 41, double_bonds: 3``, or
+    the totals of 0/1 flag columns), a number on the one row labelled with it, or how many rows carry it
+    as a label. The database did the counting; a 1.5B model handed the ordered numbers still picked the
+    smaller one on the dev set. None (the LM decides) when the direction, the mapping or a tie is unclear."""
+    words = set(re.findall(r"[a-z]+", question.lower()))
+    more, less = bool(words & _MORE), bool(words & _LESS)
+    if more == less or len(choices) < 2:
+        return None
+    amounts = _amounts(result, choices)
+    if amounts is None:
+        return None
+    best = (max if more else min)(amounts.values())
+    winners = [c for c in choices if amounts[c] == best]
+    return winners[0] if len(winners) == 1 else None
+
+
+def _amounts(result: Result, choices: Sequence[str]) -> dict[str, float] | None:
+    """One quantity per offered answer (see :func:`compared_choice`), or None."""
+    lower = {c.lower(): c for c in choices}
+    numeric = [i for i in range(len(result.columns)) if result.rows and all(
+        isinstance(r[i], (int, float)) and not isinstance(r[i], bool) for r in result.rows)]
+    # rows labelled with the answers, one row each, and one number beside the label
+    for i in range(len(result.columns)):
+        labels = [str(r[i]).strip().lower() for r in result.rows]
+        others = [j for j in numeric if j != i]
+        if labels and len(set(labels)) == len(labels) and set(labels) <= set(lower) and len(others) == 1:
+            found = {lower[v]: float(r[others[0]]) for v, r in zip(labels, result.rows)}
+            return {c: found.get(c, 0.0) for c in choices} if len(found) == len(choices) else None
+    tally = _label_tally(result, choices)
+    if tally:
+        return {c: float(n) for c, n in tally}
+    if len(result.rows) == 1:
+        totals = {result.columns[i]: float(result.rows[0][i]) for i in numeric}
+    else:
+        totals = {c: float(n) for c, n in _indicator_totals(result)}
+    named: dict[str, float] = {}
+    for choice in choices:
+        want = _stems(choice) - _FILLER
+        hits = [c for c in totals if want and want <= _stems(c)]
+        if len(hits) != 1:
+            return None
+        named[choice] = totals[hits[0]]
+    hit_columns = [c for c in totals if any((_stems(ch) - _FILLER) <= _stems(c) for ch in choices)]
+    return named if len(hit_columns) == len(choices) else None
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in re.findall(r"[a-z0-9]+", text.lower())}
+
+
 def choose(session: TagQL, question: str, result: Result, choices: list[str]) -> str:
-    """TAG's generation step for a question that offers its answers: the LM reads the plan's result
-    (e.g. the two counts being compared, ordered for it by :func:`magnitudes`) and picks one option,
-    constrained to the options."""
+    """TAG's generation step for a question that offers its answers: when the result's numbers decide
+    it (:func:`compared_choice`), they do; otherwise the LM reads the plan's result (e.g. the two counts
+    being compared, ordered for it by :func:`magnitudes`) and picks one option, constrained to the options."""
+    decided = compared_choice(question, result, choices)
+    if decided is not None:
+        return decided
     data = format_data_points(result, session.settings.answer) + magnitudes(result, choices)
     reply = session.llm.complete(
         [system(tag_prompts.CHOICE_ANSWER), user(tag_prompts.answer_prompt(data, question))],

@@ -194,12 +194,12 @@ def guessed_comparisons(sql: str, db: Database, question: str) -> list[Compariso
 def _guesses(tree: Any, db: Database, question: str) -> list[Comparison]:
     """String comparisons in a hybrid plan's SQL that guess what an LM should decide: a value the data
     does not hold (``state = 'New England'``, ``state IN ('CA', 'ON')`` where the column holds full
-    names), or a list of two or more stored values none of which the question names (``element IN
+    names, ``element LIKE '%alkali metal%'`` that no value matches), or a list of two or more stored values none of which the question names (``element IN
     ('Cl', 'Br', 'I')`` for "halogen atoms": the model's own, often incomplete, list). A single stored
     value stays (``bond_type = '='`` for "double bonds"), as does any value the question names, and any
     comparison on an identifier column."""
     ids = identifier_columns(db)  # an LM cannot judge ids: a wrong id stays for validation and the answer
-    return [c for c in string_comparisons(tree, db, max_lookups=64) if c.column.name.lower() not in ids
+    return [c for c in string_comparisons(tree, db, max_lookups=64, like=True) if c.column.name.lower() not in ids
             and (not all(c.stored) or (len(c.values) >= 2 and not any(_names(question, v) for v in c.values)))]
 
 
@@ -259,14 +259,15 @@ def identifier_columns(db: Database) -> set[str]:
 _MISSING_COLUMN = re.compile(r"column '([^']+)' does not exist|has no column '([^']+)'|no such column: (?:\w+\.)?(\w+)")
 
 
-def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool = False) -> tuple[str, list[list[str]]]:
+def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool = False,
+                  question: str = "") -> tuple[str, list[list[str]]]:
     """Check everything before running: returns (prepared SQL, the columns before each operator).
     ``hybrid``: the question needs the LM, so an unknown column is probably a fact to compute (the
-    error says how)."""
+    error says how); ``question`` guides the SQL repairs (which join, what a count counts)."""
     register_lm_functions(db, engine)
     try:
         repairs: list[str] = []
-        sql = prepare_sql(plan.sql, db, repairs=repairs)
+        sql = prepare_sql(plan.sql, db, repairs=repairs, question=question)
         if repairs:  # the plan shown is the plan that runs
             plan.sql = sql
         probe = db.execute(f"SELECT * FROM ({sql}) AS plan_probe LIMIT 0")
@@ -479,12 +480,12 @@ class Planner:
                     attempts.append({"invented_to_lm_number": invented})
                 # validation first: it adds missing joins and respells constants, so the guesses are
                 # read in the SQL that runs (``expense`` + ``budget.category`` only has an owner after it)
-                sql, _ = validate_plan(plan, self.db, self.engine, hybrid=hybrid)
+                sql, _ = validate_plan(plan, self.db, self.engine, hybrid=hybrid, question=question)
                 if hybrid:
                     converted = self.guesses_to_filters(plan, question, statements)
                     if converted:
                         attempts.append({"guesses_to_lm_filter": converted})
-                        sql, _ = validate_plan(plan, self.db, self.engine, hybrid=hybrid)
+                        sql, _ = validate_plan(plan, self.db, self.engine, hybrid=hybrid, question=question)
                 if plan.operators and self._finds_nothing(sql):
                     empty = empty or plan
                     raise PlanError("the plan's SQL returns no rows, so its operators have nothing to work on",

@@ -20,6 +20,7 @@ from tagql.db.repair import (
     misplaced_values,
     repair_columns,
     repair_conditional_counts,
+    repair_counted_entity,
     repair_scalar_subqueries,
     repair_self_joins,
     repair_values,
@@ -119,6 +120,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         repairs += repair_scalar_subqueries(tree)
         repairs += repair_conditional_counts(tree)
         repairs += repair_self_joins(tree, schema)
+        repairs += repair_counted_entity(tree, schema, question)
         same = self_comparisons(tree)
         if same:
             raise InvalidQuery(f"the condition {same[0]} compares a column with itself (always true): "
@@ -126,7 +128,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     validate_against_schema(tree, schema)
     if repairs is not None:
         repairs += repair_values(tree, db)
-        misplaced = misplaced_values(tree, db)
+        misplaced = misplaced_values(tree, db, repairs=repairs)
         if misplaced:
             raise InvalidQuery(f"{misplaced[0]}: compare the column that holds it (join its table if needed)")
     after = tree.sql(dialect=db.dialect)
