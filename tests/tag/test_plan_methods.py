@@ -616,3 +616,28 @@ def test_every_sql_method_gets_the_databases_domain_statements(superhero, tmp_pa
         assert "'giants' refers to superhero.height_cm > 250" in llm.prompts[0][-1].content, method
         assert a.statements == [stmt] and a.to_dict()["statements"], method
         assert "Galactus" in a.values, method
+
+
+@pytest.mark.parametrize("question, columns, rows, ordered, expected", [
+    # seen on the dev set: the name asked for, beside the count the plan compared by
+    ("Which publisher has more superheroes: A or B? Give the publisher name.",
+     ["publisher_name", "COUNT(*)"], [("George Lucas", 15)], True, ["George Lucas"]),
+    # full names: both name columns stay (the scorer joins a row's values)
+    ("Which members live in Ohio? List their full names.",
+     ["first_name", "last_name", "zip"], [("Ann", "Lee", 43004)], False, [["Ann", "Lee"]]),
+    # nothing asks for names: every column stays
+    ("Which heroes weigh most, and how much?", ["superhero_name", "weight_kg"], [("Groot", 900)], True,
+     [["Groot", 900]]),
+    # a ranking repeated by a join (no DISTINCT): each value once, at its first place
+    ("Rank the elements by electronegativity.", ["element"], [("f",), ("f",), ("o",), ("f",), ("n",)], True,
+     ["f", "o", "n"]),
+    # an unordered list keeps its rows as they are
+    ("Which elements occur?", ["element"], [("f",), ("f",)], False, ["f", "f"]),
+    # numbers are not collapsed (two heroes can weigh the same)
+    ("List the five largest weights.", ["weight_kg"], [(90,), (90,), (80,)], True, [90, 90, 80]),
+])
+def test_list_answers_keep_what_the_question_asks_for(question, columns, rows, ordered, expected):
+    from tagql.db.connection import Result
+    from tagql.tag.methods import answer_values
+
+    assert answer_values(question, Result("", columns, rows), ordered=ordered) == expected

@@ -41,6 +41,26 @@ _AGG = re.compile(r"^\s*(summari[sz]e|provide (some )?information|describe|give 
                   re.IGNORECASE)
 
 
+_NAMES_ASKED = re.compile(r"\b(?:give|list|return|provide|name)\b[^.?!;]*\bnames?\b", re.IGNORECASE)
+
+
+def answer_values(question: str, result: Result, *, ordered: bool = False) -> list[Any]:
+    """The values of a plan's result that answer a list question. When the question asks for names ("Give
+    the publisher name", "List their full names") and the plan also selected what it compared or sorted
+    by (``publisher_name, COUNT(*)``), only the columns named like names are kept; in an ordered result
+    of one text column, a value repeated by a join or a missing DISTINCT is kept once, at its first place
+    (``c, c, c, o, o`` is the ranking ``c, o``)."""
+    columns = list(result.columns)
+    if len(columns) > 1 and _NAMES_ASKED.search(question):
+        keep = [i for i, c in enumerate(columns) if "name" in c.lower()]
+        if keep and len(keep) < len(columns):
+            result = Result(result.sql, [columns[i] for i in keep], [tuple(r[i] for i in keep) for r in result.rows])
+    values = result_values(result)
+    if ordered and len(result.columns) == 1 and values and all(isinstance(v, str) for v in values):
+        values = list(dict.fromkeys(values))
+    return values
+
+
 def is_aggregation(question: str) -> bool:
     """Aggregation questions (TAG-Bench) want a summary, not a list of values."""
     return bool(_AGG.search(question))
@@ -348,7 +368,9 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                 text = SemTable.from_result(result, engine).sem_agg(question)
                 values = []
             else:
-                values = result_values(result)
+                ordered = bool(re.search(r"\border\s+by\b", sql, re.IGNORECASE)) or any(
+                    str(op.get("op", "")).lower() in ("sort", "topk") for op in p.operators)
+                values = answer_values(question, result, ordered=ordered)
                 choices = offered_choices(question)
                 if choices and not _is_choice(values, choices):
                     # the plan computed what is compared (two counts, two totals): the LM picks the answer
