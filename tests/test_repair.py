@@ -18,6 +18,16 @@ def db(demo_db_path):
     return open_database(demo_db_path)
 
 
+@pytest.fixture(scope="module")
+def club(shared_data):
+    return open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+
+
+@pytest.fixture(scope="module")
+def tox(shared_data):
+    return open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+
+
 def repaired(sql: str, db) -> tuple[str, list[str]]:
     tree = sqlglot.parse_one(sql, read="sqlite")
     notes = repair_columns(tree, db.schema)
@@ -169,8 +179,7 @@ def test_a_conditional_count_that_counts_every_row_becomes_a_sum(db):
     assert prepare_sql(llm_sql, db) == llm_sql
 
 
-def test_a_join_comparing_a_column_with_itself_takes_the_one_foreign_key_link(shared_data):
-    club = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+def test_a_join_comparing_a_column_with_itself_takes_the_one_foreign_key_link(club):
     llm_sql = ("SELECT COUNT(*) FROM member AS T1 JOIN zip_code AS T2 ON T1.zip = T1.zip "
                "WHERE T2.state = 'Illinois'")
     repairs: list[str] = []
@@ -181,8 +190,7 @@ def test_a_join_comparing_a_column_with_itself_takes_the_one_foreign_key_link(sh
     assert club.execute(sql).rows == club.execute(gold).rows != club.execute(llm_sql).rows
 
 
-def test_a_constant_under_the_wrong_column_goes_back_to_the_llm_with_where_the_data_has_it(shared_data):
-    tox = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+def test_a_constant_under_the_wrong_column_goes_back_to_the_llm_with_where_the_data_has_it(tox):
     # seen on the TAG dev set: a molecule id compared with an atom id (atom ids are 'TR006_1', ...)
     bad = "SELECT COUNT(DISTINCT bond_id) FROM connected WHERE atom_id = 'TR006'"
     with pytest.raises(InvalidQuery, match=r"'TR006' is not a value of connected\.atom_id; the data stores it in "
@@ -197,8 +205,7 @@ def test_a_constant_under_the_wrong_column_goes_back_to_the_llm_with_where_the_d
     assert prepare_sql("SELECT * FROM bond WHERE molecule_id = 'TR999'", tox, repairs=[])
 
 
-def test_a_constant_stored_in_another_column_of_the_same_table_is_compared_there(shared_data):
-    club = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+def test_a_constant_stored_in_another_column_of_the_same_table_is_compared_there(club):
     # seen on the TAG dev set: state codes compared with zip_code.state ('California'); short_state has 'CA'
     llm_sql = ("SELECT m.first_name FROM member m JOIN zip_code z ON m.zip = z.zip_code "
                "WHERE z.state IN ('CA', 'NY')")
@@ -216,8 +223,7 @@ def test_a_constant_stored_in_another_column_of_the_same_table_is_compared_there
         prepare_sql(mixed, club, repairs=[])
 
 
-def test_a_column_several_tables_have_is_joined_from_the_nearest_one(shared_data):
-    club = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+def test_a_column_several_tables_have_is_joined_from_the_nearest_one(club):
     # expense has no link_to_event; budget (one foreign-key hop) and attendance (two, via member) do
     event = "reciRZdAqNIKuMC96"
     repairs: list[str] = []
@@ -239,8 +245,7 @@ def test_a_column_several_tables_have_is_joined_from_the_nearest_one(shared_data
      "SELECT COUNT(*) FROM atom AS T1 JOIN molecule AS T2 ON T1.molecule_id = T2.molecule_id WHERE T1.element = 'cl'",
      "COUNT(*) -> COUNT(DISTINCT T2.molecule_id) (the question counts molecules)"),
 ])
-def test_a_count_counts_what_the_question_names(shared_data, question, sql, note):
-    tox = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+def test_a_count_counts_what_the_question_names(tox, question, sql, note):
     repairs: list[str] = []
     fixed = prepare_sql(sql, tox, repairs=repairs, question=question)
     assert repairs == [note]
@@ -257,7 +262,6 @@ def test_a_count_counts_what_the_question_names(shared_data, question, sql, note
     # the one table counted by its rows: its own key would count the same
     ("How many bonds does TR006 have?", "SELECT COUNT(*) FROM bond WHERE molecule_id = 'TR006'"),
 ])
-def test_counts_that_already_count_the_named_thing_are_kept(shared_data, question, sql):
-    tox = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+def test_counts_that_already_count_the_named_thing_are_kept(tox, question, sql):
     repairs: list[str] = []
     assert prepare_sql(sql, tox, repairs=repairs, question=question) == sql and repairs == []

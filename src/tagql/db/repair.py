@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from tagql.db.schema import Schema, Table
+from tagql.db.schema import Column, Schema, Table
 from tagql.errors import TagqlError
 
 if TYPE_CHECKING:
@@ -443,8 +443,7 @@ def _sibling_holding(db: Database, table: Table, column: str, values: list[str],
     column of it stores any of them; None otherwise."""
     holding: set[str] = set()
     for other in table.columns:
-        kind = other.type.upper()
-        if other.name == column or kind and not any(t in kind for t in ("CHAR", "TEXT", "CLOB", "STRING")):
+        if other.name == column or not _holds_text(other):
             continue
         col = exp.column(other.name, quoted=True)
         query = (exp.select("1").from_(exp.to_table(table.name, quoted=True))
@@ -457,6 +456,12 @@ def _sibling_holding(db: Database, table: Table, column: str, values: list[str],
     return holding.pop() if len(holding) == 1 else None
 
 
+def _holds_text(column: Column) -> bool:
+    """A text column, or one without a declared type (SQLite)."""
+    kind = column.type.upper()
+    return not kind or any(t in kind for t in ("CHAR", "TEXT", "CLOB", "STRING"))
+
+
 def columns_holding(db: Database, value: str, *, max_columns: int = 48, timeout_s: float = 1.0) -> list[str]:
     """``table.column`` names (at most 3) of the text columns that store ``value`` exactly; the first
     ``max_columns`` text columns are looked at, each lookup under ``timeout_s``."""
@@ -464,8 +469,7 @@ def columns_holding(db: Database, value: str, *, max_columns: int = 48, timeout_
     looked = 0
     for table in db.schema.tables:
         for column in table.columns:
-            kind = column.type.upper()
-            if kind and not any(t in kind for t in ("CHAR", "TEXT", "CLOB", "STRING")):
+            if not _holds_text(column):
                 continue
             if looked >= max_columns or len(found) >= 3:
                 return found

@@ -208,15 +208,15 @@ def _amounts(result: Result, choices: Sequence[str]) -> dict[str, float] | None:
         totals = {result.columns[i]: float(result.rows[0][i]) for i in numeric}
     else:
         totals = {c: float(n) for c, n in _indicator_totals(result)}
-    named: dict[str, float] = {}
+    named: dict[str, str] = {}  # answer -> the one column named after it
     for choice in choices:
         want = _stems(choice) - _FILLER
         hits = [c for c in totals if want and want <= _stems(c)]
         if len(hits) != 1:
             return None
-        named[choice] = totals[hits[0]]
-    hit_columns = [c for c in totals if any((_stems(ch) - _FILLER) <= _stems(c) for ch in choices)]
-    return named if len(hit_columns) == len(choices) else None
+        named[choice] = hits[0]
+    # two answers read from one column ('metals', 'transition metals') decide nothing
+    return {ch: totals[c] for ch, c in named.items()} if len(set(named.values())) == len(choices) else None
 
 
 def _stems(text: str) -> set[str]:
