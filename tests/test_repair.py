@@ -265,3 +265,32 @@ def test_a_count_counts_what_the_question_names(tox, question, sql, note):
 def test_counts_that_already_count_the_named_thing_are_kept(tox, question, sql):
     repairs: list[str] = []
     assert prepare_sql(sql, tox, repairs=repairs, question=question) == sql and repairs == []
+
+
+def test_a_length_ordering_the_question_states_orders_the_ranked_rows(db):
+    """Two-step ranking: the SQL keeps "the 5 lightest" and drops "names from shortest to longest";
+    the ranking becomes a subquery ordered by name length (BIRD superhero: Yoda, Krypto, ...)."""
+    notes: list[str] = []
+    sql = prepare_sql("SELECT superhero_name FROM superhero WHERE weight_kg > 0 ORDER BY weight_kg ASC LIMIT 5", db,
+                      repairs=notes, question="Of the 5 lightest superheroes with a known weight above 0, list "
+                                              "their superhero names from shortest to longest name.")
+    assert [r[0] for r in db.execute(sql).rows] == ["Yoda", "Krypto", "Galactus", "Jack-Jack", "Howard the Duck"]
+    assert notes == [("ordered the ranked rows by LENGTH(superhero_name) ASC "
+                      "(the question: 'names from shortest to longest name')")]
+    notes = []
+    sql = prepare_sql("SELECT superhero_name FROM superhero WHERE race_id = 1", db, repairs=notes,
+                      question="List their names, longest name first.")
+    lengths = [len(r[0]) for r in db.execute(sql).rows]
+    assert lengths == sorted(lengths, reverse=True) and len(notes) == 1
+
+
+@pytest.mark.parametrize("question, sql", [
+    ("List the rivers, longest rivers first.", "SELECT superhero_name FROM superhero ORDER BY height_cm DESC"),
+    ("List the names from shortest to longest hero.", "SELECT superhero_name FROM superhero ORDER BY height_cm"),
+    ("Names from shortest to longest.", "SELECT superhero_name FROM superhero ORDER BY LENGTH(superhero_name)"),
+    ("Names from shortest to longest.", "SELECT superhero_name, full_name FROM superhero LIMIT 3"),
+])
+def test_length_orderings_the_question_does_not_ask_for_or_the_sql_has_are_kept(db, question, sql):
+    notes: list[str] = []
+    prepare_sql(sql, db, repairs=notes, question=question)
+    assert notes == []

@@ -388,6 +388,23 @@ def test_a_plan_uses_the_language_model_through_an_operator_or_an_lm_function():
     assert uses_language_model(Plan.from_obj({"sql": "SELECT SUM(LM_FILTER('{a} is x', a)) FROM t", "operators": []}))
 
 
+def test_a_missing_date_part_is_read_from_the_stored_date(shared_data):
+    """``ORDER BY T1.month`` on ``event``: STRFTIME over ``event_date``, not a fact asked of the LM; a
+    date part used elsewhere goes back to the LLM with the same advice."""
+    club = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    ordered = {"sql": "SELECT T1.event_name FROM event AS T1 ORDER BY T1.month", "operators": []}
+    llm = ScriptedLLM(["yes", json.dumps(ordered)])
+    plan, attempts = Planner(club, llm, SemEngine(llm)).make("List the meetings in calendar-month order.")
+    assert plan.sql == "SELECT T1.event_name FROM event AS T1 ORDER BY STRFTIME('%m', T1.event_date)"
+    assert attempts[1] == {"invented_to_lm_number": ["T1.month -> STRFTIME('%m', T1.event_date)"]}
+    compared = {"sql": "SELECT event_name FROM event WHERE month = 10", "operators": []}
+    fixed = {"sql": "SELECT event_name FROM event WHERE STRFTIME('%m', event_date) = '10'", "operators": []}
+    llm = ScriptedLLM(["yes", json.dumps(compared), json.dumps(fixed)])
+    plan, _ = Planner(club, llm, SemEngine(llm)).make("Which events were held in October?")
+    assert "STRFTIME('%m', event.event_date)" in llm.prompts[2][-1].content
+    assert "LM_NUMBER" not in llm.prompts[2][-1].content and plan.sql == fixed["sql"]
+
+
 def test_sql_only_plan_for_a_hybrid_question_is_kept_and_marked(superhero):
     llm = ScriptedLLM(["yes", json.dumps(SQL_ONLY)])
     plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which three heroes have the shortest names?")
@@ -641,3 +658,27 @@ def test_list_answers_keep_what_the_question_asks_for(question, columns, rows, o
     from tagql.tag.methods import answer_values
 
     assert answer_values(question, Result("", columns, rows), ordered=ordered) == expected
+
+
+_BY_MONTH = "SELECT event_name, event_date FROM event ORDER BY STRFTIME('%m', event_date)"
+
+
+@pytest.mark.parametrize("question, sql, expected", [
+    # seen on the dev set: the date the SQL sorted by is not part of the answer
+    ("List the monthly club meetings in calendar-month order, January first.", _BY_MONTH,
+     ["January Meeting", "March Meeting"]),
+    # the question names the sorted column, or asks for an amount: it stays
+    ("List the meetings with their date, in date order.", _BY_MONTH,
+     [["January Meeting", "2020-01-14"], ["March Meeting", "2020-03-10"]]),
+    ("List the meetings by date and the date of each.", _BY_MONTH,
+     [["January Meeting", "2020-01-14"], ["March Meeting", "2020-03-10"]]),
+    # a column that is not sorted by stays
+    ("List the meetings.", "SELECT event_name, event_date FROM event ORDER BY event_name",
+     [["January Meeting", "2020-01-14"], ["March Meeting", "2020-03-10"]]),
+])
+def test_a_column_the_sql_only_sorts_by_is_not_part_of_a_list_answer(question, sql, expected):
+    from tagql.db.connection import Result
+    from tagql.tag.methods import answer_values
+
+    rows = [("January Meeting", "2020-01-14"), ("March Meeting", "2020-03-10")]
+    assert answer_values(question, Result(sql, ["event_name", "event_date"], rows), ordered=True) == expected

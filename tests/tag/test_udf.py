@@ -98,4 +98,18 @@ def test_lm_number_orders_by_the_number_and_a_non_number_is_null(superhero):
                         "'Dark Horse Comics') ORDER BY y", eng)
     assert r.rows == [("Dark Horse Comics", None), ("DC Comics", 1934.0), ("Marvel Comics", 1939.0),
                       ("Image Comics", 1992.0)]
-    assert llm.constraints[0] == {"type": "number"}  # constrained to a number on every backend
+    assert llm.constraints[0]["properties"]["value"] == {"type": "number"}  # a number on every backend
+
+
+@pytest.mark.parametrize("reply, number", [
+    ('{"value": 39.5, "scale": "million"}', 39.5e6),
+    ('{"value": 39933977, "scale": "million"}', 39933977.0),  # written in full: not scaled again
+    ('{"value": 1934, "scale": "units"}', 1934.0),
+    ('{"value": 3.98, "scale": "units"}', 3.98),
+    ("1939.0", 1939.0),  # a backend that ignored the schema
+    ('{"scale": "units"}', None), ("soon", None), ("true", None),
+])
+def test_a_scaled_number_reply_is_read_as_one_number(reply, number):
+    from tagql.tag.operators import _scaled_number
+
+    assert _scaled_number(reply) == number

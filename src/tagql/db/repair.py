@@ -35,6 +35,9 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    back to the LLM.
 8. **A count of the wrong thing** (:func:`repair_counted_entity`): "how many molecules ..." counted as
    ``COUNT(DISTINCT atom_id)`` becomes ``COUNT(DISTINCT atom.molecule_id)``.
+9. **A length ordering the question states and the SQL lacks** (:func:`repair_length_order`): "of the 5
+   heaviest, list their names from shortest to longest" written as ``ORDER BY weight_kg DESC LIMIT 5``
+   is ordered by ``LENGTH(name)`` around that ranking.
 """
 
 from __future__ import annotations
@@ -627,3 +630,40 @@ def self_comparisons(tree: exp.Expression) -> list[str]:
     lose track of aliases; nothing says which column was meant, so they go back to the LLM."""
     return [eq.sql() for eq in tree.find_all(exp.EQ)
             if isinstance(eq.this, exp.Column) and eq.this.table and eq.this == eq.expression]
+
+
+_LENGTH_ORDER = re.compile(r"\b(?:names?|titles?)\b[^.?!;]*?\bfrom (?P<a>shortest|longest) to (?:longest|shortest)(?: (?:names?|titles?))?(?! [a-z])"
+                           r"|\b(?P<b>shortest|longest) (?:names?|titles?) first\b", re.IGNORECASE)
+_NAME_LIKE = re.compile(r"name|title", re.IGNORECASE)
+
+
+def repair_length_order(tree: exp.Expression, question: str) -> tuple[exp.Expression, list[str]]:
+    """A question that orders the names or titles it asks for by length ("names from shortest to
+    longest", "longest title first"; not "longest rivers first", a stored length) and SQL that returns one name without ``ORDER BY LENGTH(...)``: small models keep the first
+    ordering of a two-step question ("of the 5 heaviest ...") and drop the second, even with a solved
+    example of that shape beside the question. A ranking with ``LIMIT`` is kept as a subquery and its
+    rows are ordered by length; without a limit the length ordering replaces the SQL's. The answer
+    column is the only one returned, or the only one named like a name or title. Returns the tree to
+    run (``tree`` itself, changed in place, or a new outer SELECT) and a note of what changed."""
+    m = _LENGTH_ORDER.search(question or "")
+    if m is None or not isinstance(tree, exp.Select):
+        return tree, []
+    order = tree.args.get("order")
+    if order is not None and any(True for _ in order.find_all(exp.Length)):
+        return tree, []
+    outputs = [e for e in tree.expressions if not isinstance(e, exp.Star) and e.alias_or_name]
+    if len(outputs) != len(tree.expressions) or not outputs:
+        return tree, []
+    if len(outputs) > 1:
+        outputs = [e for e in outputs if _NAME_LIKE.search(e.alias_or_name)]
+        if len(outputs) != 1:
+            return tree, []
+    name = outputs[0].alias_or_name
+    desc = (m.group("a") or m.group("b")).lower() == "longest"
+    if tree.args.get("limit") is not None:
+        outer = exp.select("*").from_(exp.Subquery(this=tree.copy(), alias=exp.TableAlias(this=exp.to_identifier("ranked"))))
+        outer = outer.order_by(exp.Ordered(this=exp.Length(this=exp.column(name, table="ranked")), desc=desc))
+        return outer, [f"ordered the ranked rows by LENGTH({name}) {'DESC' if desc else 'ASC'} (the question: {m.group(0)!r})"]
+    key = outputs[0].this.copy() if isinstance(outputs[0], exp.Alias) else outputs[0].copy()
+    tree.set("order", exp.Order(expressions=[exp.Ordered(this=exp.Length(this=key), desc=desc)]))
+    return tree, [f"ORDER BY LENGTH({key.sql()}) {'DESC' if desc else 'ASC'} (the question: {m.group(0)!r})"]

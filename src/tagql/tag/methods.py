@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import sqlglot
+from sqlglot import exp
 
 from tagql.db.connection import Database, Result
 from tagql.errors import LLMOutputError, TagqlError
@@ -42,6 +44,9 @@ _AGG = re.compile(r"^\s*(summari[sz]e|provide (some )?information|describe|give 
 
 
 _NAMES_ASKED = re.compile(r"\b(?:give|list|return|provide|name)\b[^.?!;]*\bnames?\b", re.IGNORECASE)
+_NAME_LIKE = re.compile(r"name|title", re.IGNORECASE)
+_AMOUNT_ASKED = re.compile(r"\bhow (?:much|many|heavy|tall|old|long|far|big)\b|\b(?:with|and) (?:their|its|the)\b",
+                           re.IGNORECASE)
 
 
 def answer_values(question: str, result: Result, *, ordered: bool = False) -> list[Any]:
@@ -49,16 +54,48 @@ def answer_values(question: str, result: Result, *, ordered: bool = False) -> li
     the publisher name", "List their full names") and the plan also selected what it compared or sorted
     by (``publisher_name, COUNT(*)``), only the columns named like names are kept; in an ordered result
     of one text column, a value repeated by a join or a missing DISTINCT is kept once, at its first place
-    (``c, c, c, o, o`` is the ranking ``c, o``)."""
+    (``c, c, c, o, o`` is the ranking ``c, o``). A column the SQL only sorts by (``event_date`` for
+    "meetings in calendar-month order") is dropped unless the question names it (names and titles stay)."""
     columns = list(result.columns)
+    keep = list(range(len(columns)))
     if len(columns) > 1 and _NAMES_ASKED.search(question):
-        keep = [i for i, c in enumerate(columns) if "name" in c.lower()]
-        if keep and len(keep) < len(columns):
-            result = Result(result.sql, [columns[i] for i in keep], [tuple(r[i] for i in keep) for r in result.rows])
+        named = [i for i, c in enumerate(columns) if "name" in c.lower()]
+        keep = named or keep
+    if len(keep) > 1 and not _AMOUNT_ASKED.search(question):
+        keys = _sort_keys(result.sql)
+        unasked = {i for i in keep if columns[i].lower() in keys and not _NAME_LIKE.search(columns[i])
+                   and not _asked(question, columns[i], columns)}
+        keep = [i for i in keep if i not in unasked] or keep
+    if len(keep) < len(columns):
+        result = Result(result.sql, [columns[i] for i in keep], [tuple(r[i] for i in keep) for r in result.rows])
     values = result_values(result)
     if ordered and len(result.columns) == 1 and values and all(isinstance(v, str) for v in values):
         values = list(dict.fromkeys(values))
     return values
+
+
+def _sort_keys(sql: str) -> set[str]:
+    """Lower-cased names of the columns the outermost ORDER BY of ``sql`` sorts by (empty if none or
+    unparsable)."""
+    try:
+        tree = sqlglot.parse_one(sql, read="sqlite")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        return set()
+    order = tree.args.get("order") if isinstance(tree, exp.Select) else None
+    return {c.name.lower() for c in order.find_all(exp.Column)} if order is not None else set()
+
+
+def _asked(question: str, column: str, columns: Sequence[str]) -> bool:
+    """Does the question name ``column`` by a word the other columns do not share (``event_date``
+    beside ``event_name``: "date")?"""
+    others = {w for c in columns if c != column for w in _column_words(c)}
+    own = _column_words(column) - others or _column_words(column)
+    asked = set(re.findall(r"[a-z]+", question.lower()))
+    return bool(own & asked)
+
+
+def _column_words(column: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", column.lower()))
 
 
 def is_aggregation(question: str) -> bool:

@@ -150,11 +150,15 @@ def relax_guessed_values(plan: Plan, dialect: str = "sqlite", db: Database | Non
     return removed
 
 
+_DATE_PART = {"year": "%Y", "month": "%m", "day": "%d", "weekday": "%w", "hour": "%H"}
+
+
 def invented_order_columns(plan: Plan, db: Database) -> list[str]:
     """``ORDER BY founding_year`` where no table has such a column: the model named the fact it wanted
     the database to know. It becomes ``ORDER BY LM_NUMBER('the founding year of {publisher_name}',
     publisher_name)``: the LM gives the fact for the first stored column the query selects. The 1.5B
-    model repeats the invented column even when the error says to use ``LM_NUMBER`` (session 12).
+    model repeats the invented column even when the error says to use ``LM_NUMBER`` (session 12). A part
+    of a date (``month``, ``year``) is read from a stored date of the query's tables with ``STRFTIME``.
     Returns ``old -> new`` notes; the SQL is left alone when nothing fits."""
     from sqlglot import exp
 
@@ -176,13 +180,31 @@ def invented_order_columns(plan: Plan, db: Database) -> list[str]:
         if name in known or name in aliases:
             continue
         fact = name.replace("_", " ")
-        call = exp.Anonymous(this="LM_NUMBER", expressions=[
-            exp.Literal.string(f"the {fact} of {{{subject.name}}}"), subject.copy()])
+        date = _stored_date(select, db) if name in _DATE_PART and db.dialect == "sqlite" else None
+        call = exp.Anonymous(this="STRFTIME", expressions=[exp.Literal.string(_DATE_PART[name]), date]) if date else \
+            exp.Anonymous(this="LM_NUMBER", expressions=[exp.Literal.string(f"the {fact} of {{{subject.name}}}"),
+                                                         subject.copy()])
         notes.append(f"{col.sql(dialect=db.dialect)} -> {call.sql(dialect=db.dialect)}")
         col.replace(call)
     if notes:
         plan.sql = tree.sql(dialect=db.dialect)
     return notes
+
+
+def _stored_date(select: Any, db: Database) -> Any:
+    """The first date or time column of the tables ``select`` reads, qualified as the query names its
+    table (``ORDER BY month`` on ``event AS T1`` -> ``T1.event_date``); None without one."""
+    from sqlglot import exp
+
+    by_name = {t.name.lower(): t for t in db.schema.tables}
+    for source in [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]:
+        table = source.this if source is not None else None
+        if not isinstance(table, exp.Table) or table.name.lower() not in by_name:
+            continue
+        for c in by_name[table.name.lower()].columns:
+            if re.search(r"date|time", f"{c.name} {c.type}", re.IGNORECASE):
+                return exp.column(c.name, table=table.alias_or_name)
+    return None
 
 
 def guessed_comparisons(sql: str, db: Database, question: str) -> list[Comparison]:
@@ -259,6 +281,21 @@ def identifier_columns(db: Database) -> set[str]:
 _MISSING_COLUMN = re.compile(r"column '([^']+)' does not exist|has no column '([^']+)'|no such column: (?:\w+\.)?(\w+)")
 
 
+def _missing_column_hint(name: str, sql: str, db: Database) -> str:
+    """What to write instead of a column that does not exist: a part of a stored date (``month``
+    beside ``event.event_date``) is computed from it; anything else may be a fact the LM knows."""
+    part = name.lower()
+    if part in _DATE_PART and db.dialect == "sqlite":
+        used = {t.lower() for t in re.findall(r"\w+", sql)}
+        dates = [f"{t.name}.{c.name}" for t in db.schema.tables if t.name.lower() in used for c in t.columns
+                 if re.search(r"date|time", f"{c.name} {c.type}", re.IGNORECASE)]
+        if dates:
+            return (f"'{name}' is not stored, but the date is: use STRFTIME('{_DATE_PART[part]}', {dates[0]}) "
+                    f"for the {part} of {dates[0]}")
+    return (f"if '{name}' is a fact the database does not store, let the language model give it: "
+            f"ORDER BY LM_NUMBER('the {name} of {{column}}', column), or a map operator")
+
+
 def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool = False,
                   question: str = "") -> tuple[str, list[list[str]]]:
     """Check everything before running: returns (prepared SQL, the columns before each operator).
@@ -275,9 +312,7 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool =
         missing = _MISSING_COLUMN.search(exc.one_line()) if hybrid else None
         if missing:  # "founding_year", "electronegativity": a fact the LM knows, not a column
             name = next(g for g in missing.groups() if g)
-            raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}",
-                            f"if '{name}' is a fact the database does not store, let the language model give "
-                            f"it: ORDER BY LM_NUMBER('the {name} of {{column}}', column), or a map operator") from exc
+            raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}", _missing_column_hint(name, plan.sql, db)) from exc
         raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}") from exc
     cols = list(probe.columns)
     ids = identifier_columns(db)

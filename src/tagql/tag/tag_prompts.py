@@ -10,7 +10,8 @@ from tagql.tag.exemplars import Exemplar
 PLAN_GUIDE = """\
 Answer questions by writing a plan: one SQLite query plus an ordered list of operators that run on its result.
 SQL does all exact work: joins, comparisons, counts, and ordering by numbers, dates or text length (ORDER BY
-LENGTH(col)). Operators use a language model for what SQL cannot know: world knowledge or reasoning about text.
+LENGTH(col)). SQLite counts no words: a one-word name has no space (col NOT LIKE '% %'), a name of two or more
+words has one (col LIKE '% %'). Operators use a language model for what SQL cannot know: world knowledge or reasoning about text.
 Operators:
 - {"op": "filter", "instruction": "{Col} is ..."}: keep rows for which the statement is true.
 - {"op": "map", "instruction": "... {Col} ...", "column": "new_col"}: a new column the language model computes
