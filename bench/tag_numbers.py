@@ -7,11 +7,16 @@ store, so what matters is the order the numbers put the items in. Two reply styl
 * `plain`  - a bare JSON number (the style up to session 16);
 * `scaled` - `{"value": ..., "scale": "units"|"thousand"|"million"|"billion"}` (the default since session 17).
 
+and two record forms, what the model reads for each row: `filled` - the instruction with the value in
+it ("the population of the state California", what `LM_NUMBER` in SQL sends), `field` - the row as
+`state: California` (the instruction is in the system prompt either way). Session 17: scaled/filled has
+the best mean (0.60, field 0.56), so the record form stayed `filled`; field won the state populations.
+
 Each set pairs items with hand-labelled true values (public reference figures, listed below; none is a
 TAG dev question's answer list) and is scored by Spearman's rank correlation of the model's numbers
 with the true ones (an item without a number ranks last) and by whether the top 3 match as a set.
 
-    python bench/tag_numbers.py [--styles plain,scaled] [--out bench/results/tag_numbers.json]
+    python bench/tag_numbers.py [--styles plain,scaled] [--records filled,field] [--out ...]
 
 Prints a table and writes JSON. Fresh operator cache: every number is asked.
 """
@@ -80,33 +85,35 @@ def score(numbers: list[float | None], truth: list[float]) -> tuple[float, bool]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--styles", default="plain,scaled")
+    ap.add_argument("--records", default="filled,field")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "tag_numbers.json"))
     args = ap.parse_args()
     llm = make_llm()
-    styles = args.styles.split(",")
+    variants = [(st, rec) for st in args.styles.split(",") for rec in args.records.split(",")]
+    names = [f"{st}/{rec}" for st, rec in variants]
     records = []
     for instruction, field, facts in SETS:
-        items = [f"{field}: {k}" for k in facts]
-        for style in styles:
+        for (style, rec), name in zip(variants, names, strict=True):
+            items = [instruction.replace("{" + field + "}", k) if rec == "filled" else f"{field}: {k}" for k in facts]
             engine = SemEngine(llm, cache=OpCache(None), max_calls=10_000)
             t0 = time.perf_counter()
             numbers = engine.number_many(instruction, items, style=style)
             rho, top3 = score(numbers, list(facts.values()))
-            records.append({"instruction": instruction, "style": style, "spearman": round(rho, 3), "top3": top3,
+            records.append({"instruction": instruction, "variant": name, "spearman": round(rho, 3), "top3": top3,
                             "seconds": round(time.perf_counter() - t0, 1),
                             "numbers": dict(zip(facts, numbers, strict=True))})
-            print(f"  {style:7s} rho {rho:+.2f} top3 {'yes' if top3 else 'no ':3s} {instruction}", file=sys.stderr)
-    print(f"\n{'set':58s} " + " ".join(f"{s:>14s}" for s in styles))
+            print(f"  {name:14s} rho {rho:+.2f} top3 {'yes' if top3 else 'no ':3s} {instruction}", file=sys.stderr)
+    print(f"\n{'set':50s} " + " ".join(f"{n:>14s}" for n in names))
     for instruction, _f, _facts in SETS:
         cells = []
-        for s in styles:
-            r = next(r for r in records if r["instruction"] == instruction and r["style"] == s)
+        for n in names:
+            r = next(r for r in records if r["instruction"] == instruction and r["variant"] == n)
             cells.append(f"{r['spearman']:+.2f} {'top3' if r['top3'] else '    '}")
-        print(f"{instruction[:58]:58s} " + " ".join(f"{c:>14s}" for c in cells))
-    summary = {s: {"mean_spearman": round(sum(r["spearman"] for r in records if r["style"] == s) / len(SETS), 3),
-                   "top3_sets": sum(r["top3"] for r in records if r["style"] == s)} for s in styles}
-    print(f"{'mean Spearman / top-3 sets right (of ' + str(len(SETS)) + ')':58s} "
-          + " ".join(f"{summary[s]['mean_spearman']:+.2f} {summary[s]['top3_sets']:>4d}" for s in styles))
+        print(f"{instruction[:50]:50s} " + " ".join(f"{c:>14s}" for c in cells))
+    summary = {n: {"mean_spearman": round(sum(r["spearman"] for r in records if r["variant"] == n) / len(SETS), 3),
+                   "top3_sets": sum(r["top3"] for r in records if r["variant"] == n)} for n in names}
+    print(f"{'mean Spearman, top-3 sets right (of ' + str(len(SETS)) + ')':50s} "
+          + " ".join(f"{summary[n]['mean_spearman']:+.2f} {summary[n]['top3_sets']:>4d}    " for n in names))
     Path(args.out).write_text(json.dumps({"command": " ".join(sys.argv), "model": getattr(llm, "name", "llm"),
                                           "summary": summary, "records": records}, indent=1))
     print(f"wrote {args.out}")

@@ -294,3 +294,17 @@ def test_length_orderings_the_question_does_not_ask_for_or_the_sql_has_are_kept(
     notes: list[str] = []
     prepare_sql(sql, db, repairs=notes, question=question)
     assert notes == []
+
+
+def test_a_calendar_month_order_sorts_by_the_month_of_the_date(club):
+    notes: list[str] = []
+    sql = prepare_sql("SELECT event_name FROM event WHERE event_name LIKE '% Meeting' ORDER BY event_date", club,
+                      repairs=notes, question="List the monthly meetings in calendar-month order, January first.")
+    months = [club.execute(f"SELECT STRFTIME('%m', event_date) FROM event WHERE event_name = '{n}'").rows[0][0]
+              for (n,) in club.execute(sql).rows]
+    assert months == sorted(months) and months[0] == "01"
+    assert notes == ["ORDER BY event_date -> ORDER BY STRFTIME('%m', event_date) (the question orders by calendar month)"]
+    notes = []
+    prepare_sql("SELECT event_name FROM event ORDER BY event_date", club, repairs=notes,
+                question="List the events from oldest to newest.")
+    assert notes == []

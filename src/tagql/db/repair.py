@@ -37,7 +37,8 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    ``COUNT(DISTINCT atom_id)`` becomes ``COUNT(DISTINCT atom.molecule_id)``.
 9. **A length ordering the question states and the SQL lacks** (:func:`repair_length_order`): "of the 5
    heaviest, list their names from shortest to longest" written as ``ORDER BY weight_kg DESC LIMIT 5``
-   is ordered by ``LENGTH(name)`` around that ranking.
+   is ordered by ``LENGTH(name)`` around that ranking; "in calendar-month order" written as ``ORDER BY
+   event_date`` sorts by the date's month (:func:`repair_month_order`).
 """
 
 from __future__ import annotations
@@ -667,3 +668,24 @@ def repair_length_order(tree: exp.Expression, question: str) -> tuple[exp.Expres
     key = outputs[0].this.copy() if isinstance(outputs[0], exp.Alias) else outputs[0].copy()
     tree.set("order", exp.Order(expressions=[exp.Ordered(this=exp.Length(this=key), desc=desc)]))
     return tree, [f"ORDER BY LENGTH({key.sql()}) {'DESC' if desc else 'ASC'} (the question: {m.group(0)!r})"]
+
+
+_MONTH_ORDER = re.compile(r"\bcalendar[- ]month order\b|\bin (?:the )?order of (?:the |their )?months?\b|\bmonth order\b",
+                          re.IGNORECASE)
+
+
+def repair_month_order(tree: exp.Expression, question: str) -> list[str]:
+    """"In calendar-month order" written as ``ORDER BY event_date``: a full date sorts by year first
+    (September 2019 before January 2020), the question by month alone. A bare date or time column in
+    the outer ORDER BY becomes ``STRFTIME('%m', col)`` (SQLite's month of a date)."""
+    if not _MONTH_ORDER.search(question or "") or not isinstance(tree, exp.Select):
+        return []
+    order = tree.args.get("order")
+    notes: list[str] = []
+    for ordered in order.expressions if order is not None else []:
+        col = ordered.this
+        if isinstance(col, exp.Column) and re.search(r"date|time", col.name, re.IGNORECASE):
+            month = exp.Anonymous(this="STRFTIME", expressions=[exp.Literal.string("%m"), col.copy()])
+            notes.append(f"ORDER BY {col.sql()} -> ORDER BY {month.sql()} (the question orders by calendar month)")
+            col.replace(month)
+    return notes

@@ -22,6 +22,7 @@ from tagql.db.repair import (
     repair_conditional_counts,
     repair_counted_entity,
     repair_length_order,
+    repair_month_order,
     repair_scalar_subqueries,
     repair_self_joins,
     repair_values,
@@ -124,6 +125,8 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         repairs += repair_counted_entity(tree, schema, question)
         tree, ordered = repair_length_order(tree, question)
         repairs += ordered
+        if db.dialect == "sqlite":
+            repairs += repair_month_order(tree, question)
         same = self_comparisons(tree)
         if same:
             raise InvalidQuery(f"the condition {same[0]} compares a column with itself (always true): "
