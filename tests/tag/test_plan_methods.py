@@ -682,3 +682,16 @@ def test_a_column_the_sql_only_sorts_by_is_not_part_of_a_list_answer(question, s
 
     rows = [("January Meeting", "2020-01-14"), ("March Meeting", "2020-03-10")]
     assert answer_values(question, Result(sql, ["event_name", "event_date"], rows), ordered=True) == expected
+
+
+def test_a_plan_cut_off_while_listing_a_category_is_told_to_judge_the_column(shared_data):
+    """Seen on the dev set: "transition metals" written as an IN list that repeats until the reply is cut
+    off; the retry is told to let LM_FILTER judge the stored values instead."""
+    tox = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+    looping = "SELECT COUNT(*) FROM atom WHERE element IN (" + ", ".join(["'Ti'", "'V'", "'Cr'"] * 4)
+    judged = {"sql": "SELECT COUNT(*) FROM atom WHERE LM_FILTER('{element} is a transition metal', element)",
+              "operators": []}
+    llm = ScriptedLLM(["yes", json.dumps({"sql": looping, "operators": []}), json.dumps(judged)])
+    plan, attempts = Planner(tox, llm, SemEngine(llm), exemplars=0).make("How many transition metal atoms are there?")
+    assert "do not enumerate the members of a category" in llm.prompts[2][-1].content
+    assert plan.sql == judged["sql"] and "does not parse" in attempts[1]["error"]

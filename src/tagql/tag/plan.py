@@ -150,6 +150,13 @@ def relax_guessed_values(plan: Plan, dialect: str = "sqlite", db: Database | Non
     return removed
 
 
+def _enumerated_values(sql: str) -> int:
+    """How many quoted constants the longest ``IN (...)`` list of ``sql`` holds, counted on the text (the
+    SQL may not parse: a small model listing a category's members loops until its reply is cut off)."""
+    lists = re.findall(r"\bIN\s*\(((?:\s*'[^']*'\s*,?)+)", sql, re.IGNORECASE)
+    return max((len(re.findall(r"'[^']*'", x)) for x in lists), default=0)
+
+
 _DATE_PART = {"year": "%Y", "month": "%m", "day": "%d", "weekday": "%w", "hour": "%H"}
 
 
@@ -313,6 +320,11 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool =
         if missing:  # "founding_year", "electronegativity": a fact the LM knows, not a column
             name = next(g for g in missing.groups() if g)
             raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}", _missing_column_hint(name, plan.sql, db)) from exc
+        if isinstance(exc, InvalidQuery) and _enumerated_values(plan.sql) >= 6:
+            raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}",
+                            "it lists values until the reply is cut off: do not enumerate the members of a "
+                            "category; select the column and let the language model judge each stored value "
+                            "with LM_FILTER('{column} is a ...', column)") from exc
         raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}") from exc
     cols = list(probe.columns)
     ids = identifier_columns(db)
