@@ -284,6 +284,28 @@ def test_fallback_sql_of_a_hybrid_question_judges_instead_of_guessing(superhero,
     assert {r[0] for r in a.rows} == PEOPLE  # the filter judged every stored publisher
 
 
+def test_a_plan_that_fails_when_it_runs_falls_back_instead_of_failing(superhero, tmp_path):
+    """The LM-call cap stops the plan's filter: the question is still answered (text2sql_lm), the failed
+    plan and the reason are kept, and the spent cap is not used again for guessed values."""
+    plan = {"sql": "SELECT superhero_name FROM superhero",
+            "operators": [{"op": "filter", "instruction": "{superhero_name} is a villain"}]}
+    sql = "SELECT superhero_name FROM superhero WHERE height_cm > 900"
+
+    def reply(messages):
+        if "<statement>" in messages[-1].content:
+            return "no"
+        return replies.pop(0)
+
+    replies = ["yes", json.dumps(plan), sql, '["Galactus"]']
+    st = load_settings(cache_dir=str(tmp_path))
+    st.tag.max_lm_calls = 3
+    a = answer(TagQL(superhero, ScriptedLLM(reply), settings=st), "Which heroes are villains?", "tag")
+    assert a.values == ["Galactus"] and a.sql == sql and not replies
+    assert a.plan["fallback"] == "text2sql_lm" and "stopped after 3 LM calls" in a.plan["error"]
+    assert a.plan["failed_plan"]["operators"][0]["op"] == "filter"
+    assert a.notes[0].startswith("the plan failed (")
+
+
 def test_double_quoted_guesses_are_read_as_sqlite_reads_them(superhero):
     """SQLite reads "Lucasfilm" as a string when no column has that name; so does the guess detection."""
     guess = {"sql": 'SELECT publisher_name FROM publisher WHERE publisher_name IN ("Lucasfilm", "Rowling Books")',

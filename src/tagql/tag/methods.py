@@ -28,16 +28,20 @@ import sqlglot
 from sqlglot import exp
 
 from tagql.db.connection import Database, Result
-from tagql.errors import LLMOutputError, TagqlError
+from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError
 from tagql.llm.base import system, user
 from tagql.pipeline import Answer, TagQL, clean_question
 from tagql.tag import tag_prompts
 from tagql.tag.answer import format_data_points, json_value, result_values
 from tagql.tag.cache import OpCache
-from tagql.tag.operators import SemEngine, SemTable
+from tagql.tag.operators import LMCallLimitExceeded, OperatorError, SemEngine, SemTable
 from tagql.tag.plan import Plan, PlanError, Planner, run_plan
 
 METHODS = ("tag", "text2sql", "rag", "retrieval_rank", "text2sql_lm")
+
+# what a plan can fail with, made or run; anything else (no model, unknown database) is not the plan's fault
+_PLAN_FAILURES = (PlanError, LLMOutputError, InvalidQuery, QueryFailed, QueryTimeout, OperatorError,
+                  LMCallLimitExceeded)
 
 _AGG = re.compile(r"^\s*(summari[sz]e|provide (some )?information|describe|give (me )?an overview|what do .* say)",
                   re.IGNORECASE)
@@ -369,15 +373,26 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
     else:  # tag
         planner = Planner(session.db, llm, engine, retries=session.settings.answer.sql_retries,
                           exemplars=session.settings.tag.plan_exemplars)
+        p: Plan | None = None
         try:
             p, plan_attempts = planner.make(question, statements)
-        except (PlanError, LLMOutputError) as exc:
-            # no valid plan: fall back to SQL + LM answer (text2sql_lm), and say so
-            notes.append(f"no valid plan ({exc.one_line()}); answered with text2sql_lm")
+            if p.operators and str(p.operators[-1].get("op", "")).lower() == "agg" and not is_aggregation(question):
+                # a list/count question answers with values: a summary of them would hide them in prose
+                p.operators.pop()
+                plan_attempts.append({"dropped": "agg (the question asks for values, not a summary)"})
+            run = run_plan(p, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
+        except _PLAN_FAILURES as exc:
+            # no plan, or one that failed when it ran (a bad column, the LM-call cap): answer with
+            # SQL + LM (text2sql_lm) instead of an error, and say so
+            made = "no valid plan" if isinstance(exc, (PlanError, LLMOutputError)) else "the plan failed"
+            notes.append(f"{made} ({exc.one_line()}); answered with text2sql_lm")
             outcome = session.synthesizer.run(question, statements)
             sql, result, attempts = outcome.sql, outcome.result, outcome.attempts
             plan = {"fallback": "text2sql_lm", "error": exc.one_line()}
-            if planner.hybrid:  # the question needs the LM: its values are judged, not guessed, here too
+            if p is not None:
+                plan["failed_plan"] = p.to_dict()
+            # the question needs the LM: its values are judged, not guessed, here too (unless the cap is spent)
+            if planner.hybrid and not isinstance(exc, LMCallLimitExceeded):
                 fallback = Plan(sql)
                 converted = planner.guesses_to_filters(fallback, question, statements)
                 if converted:
@@ -391,11 +406,6 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
             else:
                 text, values = lm_answer(session, question, format_data_points(result, session.settings.answer))
         else:
-            if p.operators and str(p.operators[-1].get("op", "")).lower() == "agg" and not is_aggregation(question):
-                # a list/count question answers with values: a summary of them would hide them in prose
-                p.operators.pop()
-                plan_attempts.append({"dropped": "agg (the question asks for values, not a summary)"})
-            run = run_plan(p, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
             sql, result = run.sql, run.result
             plan = {**p.to_dict(), "relational": p.relational, "trace": run.trace, "attempts": plan_attempts}
             if run.summary is not None:
