@@ -119,7 +119,8 @@ def make_engine(session: TagQL, *, progress: Any = None) -> SemEngine:
     s = session.settings.tag
     cache = OpCache(Path(session.settings.cache_dir) / "tag_cache.sqlite") if s.cache else OpCache(None)
     return SemEngine(session.llm, cache=cache, max_calls=s.max_lm_calls, batch_size=s.batch_size,
-                     progress=progress, agg_chunk_chars=s.agg_chunk_chars)
+                     progress=progress, agg_chunk_chars=s.agg_chunk_chars, cascade=s.cascade,
+                     cascade_sample=s.cascade_sample, cascade_min_inputs=s.cascade_min_inputs)
 
 
 def parse_list(text: str) -> list[Any]:

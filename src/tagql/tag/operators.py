@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tagql.db.connection import Result
+from tagql.embeddings import Embedder
 from tagql.errors import LLMOutputError, TagqlError
 from tagql.llm.base import LLM, Message, system, user
 from tagql.tag.cache import OpCache, cache_key
@@ -55,6 +56,7 @@ SCORE_GRAMMAR = 'root ::= [0-9] | "10"'
 AB_GRAMMAR = 'root ::= "A" | "B"'
 
 Progress = Callable[[str, int, int], None]
+CASCADE_MODES = ("auto", "on", "off")
 PAIRWISE_MAX = 8  # top-k: a tied group up to this size is ordered by pairwise comparisons
 
 
@@ -81,12 +83,14 @@ class EngineStats:
     lm_calls: int = 0
     cache_hits: int = 0
     deduped: int = 0  # rows answered by another row's identical input
+    cascade_decided: int = 0  # filter inputs the embedding proxy decided without the LM (tagql.tag.cascade)
     seconds: float = 0.0
     per_operator: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "lm_calls": self.lm_calls, "cache_hits": self.cache_hits, "deduped": self.deduped,
+            "cascade_decided": self.cascade_decided,
             "seconds": round(self.seconds, 3), "operators": self.per_operator,
         }
 
@@ -202,14 +206,24 @@ class SemEngine:
 
     def __init__(
         self, llm: LLM, *, cache: OpCache | None = None, max_calls: int = 200, batch_size: int = 1,
-        progress: Progress | None = None, agg_chunk_chars: int = 4000,
+        progress: Progress | None = None, agg_chunk_chars: int = 4000, cascade: str = "on",
+        cascade_sample: int = 16, cascade_min_inputs: int = 40, embedder: Embedder | None = None,
     ) -> None:
+        if cascade not in CASCADE_MODES:
+            raise TagqlError(f"unknown cascade mode {cascade!r}", f"use one of: {', '.join(CASCADE_MODES)}")
         self.llm = llm
         self.cache = cache if cache is not None else OpCache(None)
         self.max_calls = max_calls
         self.batch_size = max(1, batch_size)
         self.progress = progress
         self.agg_chunk_chars = agg_chunk_chars
+        # cheap-first filter cascade (tagql.tag.cascade): "on" for every filter of at least
+        # cascade_min_inputs distinct inputs, "auto" only when the filter's uncached inputs exceed the
+        # calls left under the cap (a question that would otherwise stop), "off" never
+        self.cascade = cascade
+        self.cascade_sample = cascade_sample
+        self.cascade_min_inputs = cascade_min_inputs
+        self._embedder = embedder
         self.stats = EngineStats()
         self.pending_error: BaseException | None = None  # set by SQL UDFs (sqlite swallows exceptions)
 
@@ -252,12 +266,64 @@ class SemEngine:
 
     # -- boolean ------------------------------------------------------------------------------------
     def judge_many(self, instruction: str, claims: list[str], *, op: str = "filter") -> list[bool]:
-        """Yes/no for each filled-in claim (claims are already distinct)."""
-        # Why this wording: on the 141 distinct countries of bench/tag_operator_lotus.py ("{country} is a
-        # country in Europe", 33 true) this prompt with Yes/No allowed was right for 96.5% (38 yes); the
-        # earlier system message quoting the instruction template, with "... Is the statement true? yes
-        # or no:" and lowercase only, for 79.4% (62 yes). The system message names no instruction, so
-        # every filter shares its prefix.
+        """Yes/no for each filled-in claim (claims are already distinct); large filters may go through
+        the cheap-first cascade (see ``cascade`` in ``__init__``)."""
+        known = self._cached_verdicts(instruction, claims)
+        if self._cascades(len(claims), len(known)):
+            embedder = self._cascade_embedder()
+            if embedder is not None:
+                return self._judge_cascaded(instruction, claims, op, known, embedder)
+        return self._judge(instruction, claims, op)
+
+    def _cached_verdicts(self, instruction: str, claims: list[str]) -> dict[int, bool]:
+        """Claims whose one-claim verdict is already in the cache (free labels for the cascade)."""
+        if self.cascade == "off" or len(claims) < self.cascade_min_inputs:
+            return {}
+        name = getattr(self.llm, "name", "llm")
+        out = {}
+        for i, c in enumerate(claims):
+            hit = self.cache.get(cache_key(name, "filter", instruction, c))
+            if hit is not None and hit.strip().lower() in ("yes", "no"):
+                out[i] = hit.strip().lower() == "yes"
+        return out
+
+    def _cascades(self, n: int, n_known: int) -> bool:
+        if self.cascade == "off" or n < self.cascade_min_inputs:
+            return False
+        if self.cascade == "on":
+            return True
+        calls_needed = -(-(n - n_known) // self.batch_size)
+        return calls_needed > self.max_calls - self.stats.lm_calls
+
+    def _cascade_embedder(self) -> Embedder | None:
+        if self._embedder is None:
+            from tagql.embeddings import EmbeddingUnavailable, default_embedder
+
+            try:
+                self._embedder = default_embedder()
+            except EmbeddingUnavailable:
+                if self.cascade == "on":
+                    raise
+                return None  # "auto": without embeddings the filter runs as before (and may hit the cap)
+        return self._embedder
+
+    def _judge_cascaded(
+        self, instruction: str, claims: list[str], op: str, known: dict[int, bool], embedder: Embedder,
+    ) -> list[bool]:
+        from tagql.tag import cascade
+
+        scores = cascade.proxy_scores(embedder, instruction, claims)
+        labels = dict(known)
+        sample = [i for i in cascade.sample_indexes(scores, self.cascade_sample) if i not in labels]
+        labels.update(zip(sample, self._judge(instruction, [claims[i] for i in sample], op)))
+        decided = cascade.decide(scores, labels)
+        rest = [i for i in range(len(claims)) if i not in labels and i not in decided]
+        labels.update(zip(rest, self._judge(instruction, [claims[i] for i in rest], op)))
+        self.stats.cascade_decided += len(decided)
+        return [labels[i] if i in labels else decided[i] for i in range(len(claims))]
+
+    def _judge(self, instruction: str, claims: list[str], op: str) -> list[bool]:
+        """Yes/no from the LM (through the cache) for each claim."""
         out: list[bool] = []
         for chunk in self._chunks(op, claims, self.batch_size):
             if len(chunk) == 1 and self.batch_size == 1:

@@ -1,0 +1,120 @@
+"""The cheap-first filter cascade: proxy text, sampling, decisions, and the engine's modes (scripted LM,
+a controlled embedder), then real MiniLM embeddings with the real local model."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from tagql.errors import TagqlError
+from tagql.llm.scripted import ScriptedLLM
+from tagql.tag.cascade import claim_values, decide, predicate, sample_indexes
+from tagql.tag.operators import LMCallLimitExceeded, SemEngine, SemTable
+
+INSTRUCTION = "{name} is a villain"
+# value i has proxy score SCORE[i]; the true villains are the 10 best-scoring of 60, the proxy is right
+SCORE = {f"hero{i:02d}": 1.0 - i / 60 for i in range(60)}
+VILLAINS = {f"hero{i:02d}" for i in range(10)}
+
+
+class ControlledEmbedder:
+    """Predicate -> e0; a value -> the unit vector at the angle whose cosine with e0 is its score."""
+    name, dim = "controlled", 2
+
+    def embed(self, texts, batch_size=128):
+        out = []
+        for t in texts:
+            s = SCORE.get(t)
+            out.append([1.0, 0.0] if s is None else [s, float(np.sqrt(max(0.0, 1 - s * s)))])
+        return np.asarray(out, dtype=np.float32)
+
+
+def villain_judge(messages) -> str:
+    claim = re.search(r"<statement>(.*?)</statement>", messages[-1].content).group(1)
+    return "yes" if claim.split(" is ")[0] in VILLAINS else "no"
+
+
+def heroes(llm, **kw) -> SemTable:
+    eng = SemEngine(llm, embedder=ControlledEmbedder(), **kw)
+    return SemTable(["name"], [(n,) for n in SCORE], eng)
+
+
+def test_proxy_text_is_the_values_against_the_predicate():
+    assert predicate("{state} is a US state that borders Canada") == "a US state that borders Canada"
+    assert predicate("{publisher_name} is named after an individual person") == "named after an individual person"
+    assert claim_values("{state} is a US state that borders Canada", "New York is a US state that borders Canada") \
+        == "New York"
+    assert claim_values("{city}, {country} is big", "Lyon, France is big") == "Lyon, France"
+    assert claim_values("{city} is big", "something else entirely") == "something else entirely"
+
+
+def test_sample_takes_the_top_third_and_spreads_the_rest():
+    scores = np.linspace(1, 0, 30)
+    idx = sample_indexes(scores, 9)
+    assert idx[:3] == [0, 1, 2] and idx[-1] == 29 and len(idx) == 9 == len(set(idx))
+    assert sample_indexes(scores[:5], 9) == [0, 1, 2, 3, 4]
+
+
+def test_decide_keeps_one_sampled_point_of_margin_and_needs_both_labels():
+    scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1])
+    got = decide(scores, {0: True, 2: True, 4: False, 6: False, 8: False})
+    # "no" below 0.5 (the highest sampled "no" under the lowest "yes", 0.7), "yes" above 0.7 (the lowest
+    # sampled "yes" over the highest "no", 0.5): 0.6 lies between a sampled "no" and "yes", the LM judges it
+    assert got == {1: True, 5: False, 7: False}
+    assert decide(scores, {0: False, 4: False, 8: False}) == {}  # no "yes" seen: the proxy showed nothing
+
+
+def test_cascade_on_judges_fewer_inputs_with_the_same_result():
+    llm = ScriptedLLM(villain_judge)
+    out = heroes(llm).sem_filter(INSTRUCTION)  # "on" is the default
+    assert {r[0] for r in out.rows} == VILLAINS
+    assert llm.usage.calls < 40 and out.engine.stats.cascade_decided == 60 - llm.usage.calls
+
+
+def test_cascade_auto_only_when_the_cap_would_stop_the_filter():
+    llm = ScriptedLLM(villain_judge)
+    t = heroes(llm, cascade="auto")  # cap 200: 60 calls fit, no cascade
+    assert {r[0] for r in t.sem_filter(INSTRUCTION).rows} == VILLAINS and llm.usage.calls == 60
+    llm = ScriptedLLM(villain_judge)
+    t = heroes(llm, max_calls=45, cascade="auto")  # 60 would not fit: the proxy decides the sure ones
+    assert {r[0] for r in t.sem_filter(INSTRUCTION).rows} == VILLAINS and llm.usage.calls <= 45
+    llm = ScriptedLLM(villain_judge)
+    with pytest.raises(LMCallLimitExceeded):
+        heroes(llm, max_calls=45, cascade="off").sem_filter(INSTRUCTION)
+
+
+def test_cascade_reuses_cached_verdicts_and_rejects_unknown_modes(tmp_path):
+    from tagql.tag.cache import OpCache
+
+    llm = ScriptedLLM(villain_judge)
+    cache = OpCache(tmp_path / "c.sqlite")
+    heroes(llm, cache=cache, cascade="off").sem_filter(INSTRUCTION)
+    llm2 = ScriptedLLM(villain_judge)
+    out = heroes(llm2, cache=cache, cascade="on").sem_filter(INSTRUCTION)
+    assert {r[0] for r in out.rows} == VILLAINS and llm2.usage.calls == 0
+    with pytest.raises(TagqlError, match="unknown cascade mode"):
+        SemEngine(llm, cascade="sometimes")
+
+
+@pytest.mark.model
+def test_cascade_with_real_embeddings_and_the_real_model():
+    """52 US states, "on the Pacific coast", MiniLM as the proxy and the local 1.5B model as the judge."""
+    from tagql.llm import make_llm
+
+    states = ["Alabama", "Alaska", "Arizona", "Arkansas", "California", "Colorado", "Connecticut", "Delaware",
+              "Florida", "Georgia", "Hawaii", "Idaho", "Illinois", "Indiana", "Iowa", "Kansas", "Kentucky",
+              "Louisiana", "Maine", "Maryland", "Massachusetts", "Michigan", "Minnesota", "Mississippi",
+              "Missouri", "Montana", "Nebraska", "Nevada", "New Hampshire", "New Jersey", "New Mexico",
+              "New York", "North Carolina", "North Dakota", "Ohio", "Oklahoma", "Oregon", "Pennsylvania",
+              "Rhode Island", "South Carolina", "South Dakota", "Tennessee", "Texas", "Utah", "Vermont",
+              "Virginia", "Washington", "West Virginia", "Wisconsin", "Wyoming"]
+    llm = make_llm(backend="local")
+    eng = SemEngine(llm, cascade="on")
+    before = llm.usage.calls
+    kept = {r[0] for r in SemTable(["state"], [(s,) for s in states], eng)
+            .sem_filter("{state} is a state on the Pacific coast").rows}
+    assert llm.usage.calls - before < len(states)  # the proxy decided some states without the LM
+    assert eng.stats.cascade_decided > 0
+    assert {"California", "Oregon"} <= kept and not kept & {"Texas", "Ohio", "Florida", "Kansas"}
