@@ -10,7 +10,7 @@ import pytest
 
 from tagql.errors import TagqlError
 from tagql.llm.scripted import ScriptedLLM
-from tagql.tag.cascade import claim_values, decide, predicate, sample_indexes
+from tagql.tag.cascade import claim_values, decide, heavy_indexes, predicate, sample_indexes
 from tagql.tag.operators import LMCallLimitExceeded, SemEngine, SemTable
 
 INSTRUCTION = "{name} is a villain"
@@ -73,6 +73,22 @@ def test_cascade_on_judges_fewer_inputs_with_the_same_result():
     assert llm.usage.calls < 40 and out.engine.stats.cascade_decided == 60 - llm.usage.calls
 
 
+def test_inputs_that_stand_for_many_rows_are_always_judged_by_the_lm():
+    assert heavy_indexes([1] * 50) == [] and heavy_indexes([]) == []
+    assert heavy_indexes([1, 1, 1, 1, 1, 1, 1, 1, 1, 12]) == [9]
+    # hero59 scores lowest, so the proxy would call it "no"; it stands for 40 of the rows, so the LM judges it
+    VILLAINS.add("hero59")
+    try:
+        llm = ScriptedLLM(villain_judge)
+        rows = [(n,) for n in SCORE] + [("hero59",)] * 39
+        out = SemTable(["name"], rows, SemEngine(llm, embedder=ControlledEmbedder())).sem_filter(INSTRUCTION)
+        assert sum(r[0] == "hero59" for r in out.rows) == 40
+        claims = [re.search(r"<statement>(.*?)</statement>", m[-1].content).group(1) for m in llm.prompts]
+        assert "hero59 is a villain" in claims
+    finally:
+        VILLAINS.discard("hero59")
+
+
 def test_cascade_auto_only_when_the_cap_would_stop_the_filter():
     llm = ScriptedLLM(villain_judge)
     t = heroes(llm, cascade="auto")  # cap 200: 60 calls fit, no cascade
@@ -118,3 +134,52 @@ def test_cascade_with_real_embeddings_and_the_real_model():
     assert llm.usage.calls - before < len(states)  # the proxy decided some states without the LM
     assert eng.stats.cascade_decided > 0
     assert {"California", "Oregon"} <= kept and not kept & {"Texas", "Ohio", "Florida", "Kansas"}
+
+
+def test_lm_filter_in_sql_is_judged_up_front_with_the_cascade(tmp_path):
+    """SQLite calls a function row by row; the WHERE conjunct is judged before the statement instead, over
+    the distinct inputs, so the cascade applies and the per-row calls find their verdicts."""
+    import sqlite3
+
+    from tagql.db.connection import open_database
+    from tagql.tag.udf import execute_with_lm, register_lm_functions
+
+    path = tmp_path / "heroes.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE hero (id INTEGER PRIMARY KEY, name TEXT, team TEXT)")
+    con.executemany("INSERT INTO hero (name, team) VALUES (?, ?)",
+                    [(n, "blue" if i % 2 else "red") for i, n in enumerate(SCORE)] * 2)
+    con.commit()
+    con.close()
+    db = open_database(path)
+    llm = ScriptedLLM(villain_judge)
+    eng = SemEngine(llm, embedder=ControlledEmbedder())
+    register_lm_functions(db, eng)
+    r = execute_with_lm(db, "SELECT DISTINCT name FROM hero WHERE LM_FILTER('{name} is a villain', name) "
+                        "ORDER BY name", eng)
+    assert [x[0] for x in r.rows] == sorted(VILLAINS)
+    assert llm.usage.calls < 40 and eng.stats.cascade_decided > 0
+
+    # the other conjuncts narrow what is judged: 30 red heroes, below the cascade's 40, all judged once
+    llm = ScriptedLLM(villain_judge)
+    eng = SemEngine(llm, embedder=ControlledEmbedder())
+    register_lm_functions(db, eng)
+    r = execute_with_lm(db, "SELECT COUNT(*) FROM hero WHERE team = 'red' AND LM_FILTER('{name} is a villain', "
+                        "name) = 1", eng)
+    assert r.rows[0][0] == 2 * len([n for i, n in enumerate(SCORE) if n in VILLAINS and not i % 2])
+    assert llm.usage.calls == 30 and eng.stats.cascade_decided == 0
+
+    # a filter that is not a conjunct (under OR) runs row by row as before, with the same answer
+    llm = ScriptedLLM(villain_judge)
+    eng = SemEngine(llm, embedder=ControlledEmbedder())
+    register_lm_functions(db, eng)
+    r = execute_with_lm(db, "SELECT COUNT(DISTINCT name) FROM hero WHERE team = 'none' OR "
+                        "LM_FILTER('{name} is a villain', name)", eng)
+    assert r.rows[0][0] == len(VILLAINS) and llm.usage.calls == 60 and not eng.prejudged
+
+    # LIMIT without ORDER BY stops at the first rows that pass: judged row by row, not up front
+    llm = ScriptedLLM(villain_judge)
+    eng = SemEngine(llm, embedder=ControlledEmbedder())
+    register_lm_functions(db, eng)
+    r = execute_with_lm(db, "SELECT name FROM hero WHERE LM_FILTER('{name} is a villain', name) LIMIT 1", eng)
+    assert r.rows == [("hero00",)] and llm.usage.calls == 1

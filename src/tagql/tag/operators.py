@@ -31,6 +31,7 @@ import json
 import re
 import string
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -224,6 +225,8 @@ class SemEngine:
         self.cascade_sample = cascade_sample
         self.cascade_min_inputs = cascade_min_inputs
         self._embedder = embedder
+        # LM_FILTER verdicts judged before a statement ran (tagql.tag.udf.prefetch_filters), per instruction
+        self.prejudged: dict[str, dict[str, bool]] = {}
         self.stats = EngineStats()
         self.pending_error: BaseException | None = None  # set by SQL UDFs (sqlite swallows exceptions)
 
@@ -265,14 +268,17 @@ class SemEngine:
             self.progress(op, done, total)
 
     # -- boolean ------------------------------------------------------------------------------------
-    def judge_many(self, instruction: str, claims: list[str], *, op: str = "filter") -> list[bool]:
+    def judge_many(
+        self, instruction: str, claims: list[str], *, op: str = "filter", weights: Sequence[int] | None = None,
+    ) -> list[bool]:
         """Yes/no for each filled-in claim (claims are already distinct); large filters may go through
-        the cheap-first cascade (see ``cascade`` in ``__init__``)."""
+        the cheap-first cascade (see ``cascade`` in ``__init__``). ``weights``: how many rows each claim
+        stands for (the cascade always asks the LM about the heavy ones)."""
         known = self._cached_verdicts(instruction, claims)
         if self._cascades(len(claims), len(known)):
             embedder = self._cascade_embedder()
             if embedder is not None:
-                return self._judge_cascaded(instruction, claims, op, known, embedder)
+                return self._judge_cascaded(instruction, claims, op, known, embedder, weights)
         return self._judge(instruction, claims, op)
 
     def _cached_verdicts(self, instruction: str, claims: list[str]) -> dict[int, bool]:
@@ -309,12 +315,14 @@ class SemEngine:
 
     def _judge_cascaded(
         self, instruction: str, claims: list[str], op: str, known: dict[int, bool], embedder: Embedder,
+        weights: Sequence[int] | None,
     ) -> list[bool]:
         from tagql.tag import cascade
 
         scores = cascade.proxy_scores(embedder, instruction, claims)
         labels = dict(known)
-        sample = [i for i in cascade.sample_indexes(scores, self.cascade_sample) if i not in labels]
+        sample = cascade.sample_indexes(scores, self.cascade_sample) + cascade.heavy_indexes(weights or [])
+        sample = [i for i in dict.fromkeys(sample) if i not in labels]
         labels.update(zip(sample, self._judge(instruction, [claims[i] for i in sample], op)))
         decided = cascade.decide(scores, labels)
         rest = [i for i in range(len(claims)) if i not in labels and i not in decided]
@@ -637,7 +645,9 @@ class SemTable:
         t0, c0 = time.perf_counter(), self.engine.stats.lm_calls
         per_row, distinct = self._distinct(instruction, "filter")
         if limit is None:
-            verdict = dict(zip(distinct, self.engine.judge_many(instruction, distinct)))
+            rows_per = Counter(per_row)
+            verdict = dict(zip(distinct, self.engine.judge_many(instruction, distinct,
+                                                                weights=[rows_per[d] for d in distinct])))
             kept = [r for r, k in zip(self.rows, per_row) if verdict[k]]
         else:
             verdict, kept = {}, []

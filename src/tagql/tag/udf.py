@@ -16,6 +16,11 @@ SQLite calls a function once per row (a batch of one; repeats hit the cache); Du
 vector of up to 2,048 rows (see ``tagql.db.duck``), so duplicates within a vector cost nothing and
 ``batch_size > 1`` packs the vector's distinct inputs into few LM calls.
 
+Before a statement runs, :func:`prefetch_filters` judges each ``LM_FILTER`` that is a conjunct of a
+``WHERE`` in one ``judge_many`` over the distinct inputs the other conjuncts leave (with how many rows
+each stands for), so SQLite's row-at-a-time calls find their verdicts and large filters get the
+cheap-first cascade (:mod:`tagql.tag.cascade`).
+
 Databases swallow or rewrap Python exceptions raised in functions, so :func:`execute_with_lm`
 re-raises the real one (call cap, bad argument count).
 """
@@ -28,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tagql.db.connection import Database, Result
-from tagql.errors import QueryFailed
+from tagql.errors import QueryFailed, TagqlError
 from tagql.tag.operators import OperatorError, SemEngine, fill, repair_braces, template_fields
 
 FUNCTIONS = ("LM_FILTER", "LM_MAP", "LM_SCORE", "LM_NUMBER")
@@ -82,7 +87,10 @@ class LMFunctions:
             distinct = list(dict.fromkeys(item for ins, item in keys if ins == instruction))
             t0, c0 = time.perf_counter(), self.engine.stats.lm_calls
             if name == "LM_FILTER":
-                values: list[Any] = [int(v) for v in self.engine.judge_many(instruction, distinct, op="sql_filter")]
+                known = self.engine.prejudged.get(repair_braces(instruction), {})
+                todo = [d for d in distinct if d not in known]
+                judged = dict(zip(todo, self.engine.judge_many(instruction, todo, op="sql_filter"))) if todo else {}
+                values: list[Any] = [int(known[d] if d in known else judged[d]) for d in distinct]
             elif name == "LM_SCORE":
                 values = self.engine.score_many(instruction, distinct)
             elif name == "LM_NUMBER":
@@ -139,9 +147,85 @@ def uses_lm_functions(sql: str) -> bool:
     return any(f + "(" in up.replace(" (", "(") for f in FUNCTIONS)
 
 
+def _filter_conjuncts(sql: str, dialect: str) -> list[tuple[Any, Any, list[Any]]]:
+    """(``LM_FILTER`` call, its SELECT, the SELECT's other conjuncts without LM calls) for each call that
+    is a conjunct of a WHERE (``LM_FILTER(..)``, ``= 1``, ``= 0``, ``NOT``): the rows that reach it are
+    exactly those the other conjuncts keep."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(sql, read=dialect)
+    out = []
+    for where in tree.find_all(exp.Where):
+        select = where.parent
+        if not isinstance(select, exp.Select) or (select.args.get("limit") and not select.args.get("order")):
+            continue  # LIMIT without ORDER BY stops early: judging every input up front could cost more
+        conjuncts = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+        plain = [c for c in conjuncts if not any(f.name.upper() in FUNCTIONS for f in c.find_all(exp.Anonymous))]
+        for c in conjuncts:
+            core = c.this if isinstance(c, exp.Not) else c
+            if isinstance(core, (exp.EQ, exp.NEQ)) and isinstance(core.expression, exp.Literal):
+                core = core.this
+            while isinstance(core, exp.Paren):
+                core = core.this
+            if isinstance(core, exp.Anonymous) and core.name.upper() == "LM_FILTER":
+                out.append((core, select, plain))
+    return out
+
+
+def prefetch_filters(db: Database, sql: str, engine: SemEngine, *, timeout_s: float = 60.0) -> int:
+    """Judge the inputs of ``sql``'s WHERE-conjunct ``LM_FILTER`` calls up front (see the module doc);
+    returns how many inputs were judged. A filter this cannot read (a correlated subquery, an instruction
+    that is not a literal) is left to the row-at-a-time calls."""
+    from collections import Counter
+
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        found = _filter_conjuncts(sql, db.dialect)
+    except sqlglot.errors.ParseError:
+        return 0
+    judged = 0
+    for call, select, plain in found:
+        instr, *args = call.expressions
+        if not isinstance(instr, exp.Literal) or not instr.is_string or not args:
+            continue
+        source = select.args.get("from_") or select.args.get("from")
+        if source is None:
+            continue
+        probe = exp.select(*[a.copy() for a in args]).from_(source.this.copy())
+        for j in select.args.get("joins") or []:
+            probe = probe.join(j.copy())
+        if plain:
+            probe = probe.where(exp.and_(*[c.copy() for c in plain]))
+        try:
+            rows = db.execute(probe.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=1_000_000).rows
+        except TagqlError:  # outer references, dialect quirks: the statement itself decides
+            continue
+        instruction = repair_braces(instr.this)
+        counts = Counter(_bind(instruction, tuple(r), "LM_FILTER") for r in rows)
+        known = engine.prejudged.setdefault(instruction, {})
+        todo = [c for c in counts if c not in known]
+        if todo:
+            t0, c0 = time.perf_counter(), engine.stats.lm_calls
+            verdicts = engine.judge_many(instruction, todo, op="sql_filter", weights=[counts[c] for c in todo])
+            known.update(zip(todo, verdicts))
+            judged += len(todo)
+            engine.stats.deduped += sum(counts[c] for c in todo) - len(todo)
+            engine.stats.per_operator.append({
+                "op": "lm_filter (judged before the statement)", "instruction": instruction,
+                "rows": sum(counts[c] for c in todo), "distinct_inputs": len(todo),
+                "lm_calls": engine.stats.lm_calls - c0, "seconds": round(time.perf_counter() - t0, 3)})
+    return judged
+
+
 def execute_with_lm(db: Database, sql: str, engine: SemEngine, *, timeout_s: float = 600.0) -> Result:
-    """Run ``sql`` (which may call LM functions) and surface any operator error it hit."""
+    """Run ``sql`` (which may call LM functions) and surface any operator error it hit; WHERE-conjunct
+    ``LM_FILTER`` calls are judged up front (:func:`prefetch_filters`)."""
     engine.pending_error = None
+    if "LM_FILTER" in sql.upper():
+        prefetch_filters(db, sql, engine)
     try:
         result = db.execute(sql, timeout_s=timeout_s)
     except QueryFailed:
