@@ -21,7 +21,6 @@ decisions differ from what the LM would have said).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sqlite3
 import sys
@@ -38,19 +37,11 @@ METHODS = {"plain": {"cascade": "off"}, "cascade": {"cascade": "on", "cascade_sa
 CONTINENTS = ("Europe", "Africa", "South America")
 
 
-def _load(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def criteria(only: str) -> list[tuple[str, str, list[str], set[str]]]:
     """(name, instruction, values, true values)."""
     out = []
     if only in ("all", "judge"):
-        judge = _load("tag_judge")
+        import tag_judge as judge  # bench/ is on sys.path
         for db, sql, _column, instruction, truth in judge.CRITERIA:
             values = [r[0] for r in judge.devset.q(db, sql)]
             low = {t.lower() for t in truth}

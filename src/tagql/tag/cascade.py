@@ -69,7 +69,7 @@ def sample_indexes(scores: np.ndarray, n: int) -> list[int]:
 
 def heavy_indexes(weights: Sequence[int], factor: float = 2.0) -> list[int]:
     """Claims that stand for at least ``factor`` times the mean rows per claim (and 2+ rows): the LM
-    judges them, so no proxy mistake costs many rows (1,000 cities over 141 countries: the proxy put the
+    judges them, so no proxy mistake costs many rows (1,000 cities over 141 countries: the proxy alone
     decided "no" for the Russian Federation, 62 of the rows)."""
     if not weights:
         return []

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -177,8 +178,6 @@ def prefetch_filters(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
     """Judge the inputs of ``sql``'s WHERE-conjunct ``LM_FILTER`` calls up front (see the module doc);
     returns how many inputs were judged. A filter this cannot read (a correlated subquery, an instruction
     that is not a literal) is left to the row-at-a-time calls."""
-    from collections import Counter
-
     import sqlglot
     from sqlglot import exp
 
