@@ -308,3 +308,17 @@ def test_a_calendar_month_order_sorts_by_the_month_of_the_date(club):
     prepare_sql("SELECT event_name FROM event ORDER BY event_date", club, repairs=notes,
                 question="List the events from oldest to newest.")
     assert notes == []
+
+
+@pytest.mark.parametrize("order", ["STRFTIME('%Y-%m', event_date)", "strftime('%Y-%m-%d', event.event_date) ASC"])
+def test_a_calendar_month_order_drops_the_year_from_a_strftime_format(club, order):
+    notes: list[str] = []
+    sql = prepare_sql(f"SELECT event_name FROM event WHERE event_name LIKE '% Speaker' ORDER BY {order}", club,
+                      repairs=notes, question="List the 'Speaker' events in calendar-month order, January first.")
+    names = [n for (n,) in club.execute(sql).rows]
+    assert names[:2] == ["January Speaker", "February Speaker"] and names[-1] == "November Speaker"
+    assert len(notes) == 1 and "(the question orders by calendar month)" in notes[0]
+    notes = []
+    prepare_sql(f"SELECT event_name FROM event ORDER BY {order}", club, repairs=notes,
+                question="List the events from oldest to newest.")
+    assert notes == []

@@ -717,3 +717,29 @@ def test_a_plan_cut_off_while_listing_a_category_is_told_to_judge_the_column(sha
     plan, attempts = Planner(tox, llm, SemEngine(llm), exemplars=0).make("How many transition metal atoms are there?")
     assert "do not enumerate the members of a category" in llm.prompts[2][-1].content
     assert plan.sql == judged["sql"] and "does not parse" in attempts[1]["error"]
+
+
+@pytest.mark.parametrize("question, where, aimed_at", [
+    # 'New England' is a real city (one zip code in North Dakota), but the question asks for a kind of state
+    ("How many club members live in a New England state?", "T2.city = 'New England'", "T2.state"),
+    # Texas is a common state, so "a Texas city" compared on the state is what the SQL meant (Texas City exists)
+    ("How many club members live in a Texas city?", "T2.state = 'Texas'", None),
+    ("How many club members live in Texas?", "T2.state = 'Texas'", None),
+])
+def test_a_stored_value_used_as_a_category_of_another_column_is_a_guess_about_that_column(
+        shared_data, question, where, aimed_at):
+    from tagql.tag.plan import guessed_comparisons
+
+    db = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    sql = f"SELECT COUNT(*) FROM member AS T1 JOIN zip_code AS T2 ON T1.zip = T2.zip_code WHERE {where}"
+    assert [g.column.sql() for g in guessed_comparisons(sql, db, question)] == ([aimed_at] if aimed_at else [])
+
+
+def test_a_category_guess_is_judged_on_the_column_the_question_names(shared_data):
+    db = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    llm = ScriptedLLM(["{state} is a New England state"])
+    planner = Planner(db, llm, SemEngine(llm))
+    plan = Plan("SELECT COUNT(*) FROM member WHERE zip IN (SELECT zip_code FROM zip_code WHERE city = 'New England')")
+    notes = planner.guesses_to_filters(plan, "How many club members live in a New England state?")
+    assert notes == ["city = 'New England' -> LM_FILTER('{state} is a New England state', state)"]
+    assert "LM_FILTER('{state} is a New England state', state)" in plan.sql and "city" not in plan.sql

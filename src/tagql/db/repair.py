@@ -675,9 +675,11 @@ _MONTH_ORDER = re.compile(r"\bcalendar[- ]month order\b|\bin (?:the )?order of (
 
 
 def repair_month_order(tree: exp.Expression, question: str) -> list[str]:
-    """"In calendar-month order" written as ``ORDER BY event_date``: a full date sorts by year first
-    (September 2019 before January 2020), the question by month alone. A bare date or time column in
-    the outer ORDER BY becomes ``STRFTIME('%m', col)`` (SQLite's month of a date)."""
+    """"In calendar-month order" written as ``ORDER BY event_date`` or ``ORDER BY STRFTIME('%Y-%m',
+    event_date)``: a full date sorts by year first (September 2019 before January 2020), the question
+    by month alone. A bare date or time column in the outer ORDER BY becomes ``STRFTIME('%m', col)``
+    (SQLite's month of a date); a STRFTIME format that starts with the year loses it (``'%Y-%m'`` ->
+    ``'%m'``)."""
     if not _MONTH_ORDER.search(question or "") or not isinstance(tree, exp.Select):
         return []
     order = tree.args.get("order")
@@ -688,4 +690,22 @@ def repair_month_order(tree: exp.Expression, question: str) -> list[str]:
             month = exp.Anonymous(this="STRFTIME", expressions=[exp.Literal.string("%m"), col.copy()])
             notes.append(f"ORDER BY {col.sql()} -> ORDER BY {month.sql()} (the question orders by calendar month)")
             col.replace(month)
+            continue
+        fmt = _strftime_format(col)
+        if fmt is not None and re.match(r"%Y\W?%m", fmt.this):
+            before = col.sql(dialect="sqlite")
+            fmt.replace(exp.Literal.string(re.sub(r"^%Y\W?", "", fmt.this)))
+            notes.append(f"ORDER BY {before} -> ORDER BY {col.sql(dialect='sqlite')} (the question orders by "
+                         "calendar month)")
     return notes
+
+
+def _strftime_format(node: exp.Expression) -> exp.Literal | None:
+    """The format literal of ``STRFTIME('<format>', ...)`` (sqlglot may parse it as TimeToStr), else None."""
+    if isinstance(node, exp.Anonymous) and str(node.name).upper() == "STRFTIME" and node.expressions:
+        first = node.expressions[0]
+        return first if isinstance(first, exp.Literal) and first.is_string else None
+    if isinstance(node, exp.TimeToStr):
+        fmt = node.args.get("format")
+        return fmt if isinstance(fmt, exp.Literal) and fmt.is_string else None
+    return None

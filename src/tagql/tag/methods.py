@@ -392,6 +392,8 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
             plan = {"fallback": "text2sql_lm", "error": exc.one_line()}
             if p is not None:
                 plan["failed_plan"] = p.to_dict()
+            if getattr(exc, "attempts", None):
+                plan["attempts"] = exc.attempts
             # the question needs the LM: its values are judged, not guessed, here too (unless the cap is spent)
             if planner.hybrid and not isinstance(exc, LMCallLimitExceeded):
                 fallback = Plan(sql)

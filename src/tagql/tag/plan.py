@@ -226,10 +226,57 @@ def _guesses(tree: Any, db: Database, question: str) -> list[Comparison]:
     names, ``element LIKE '%alkali metal%'`` that no value matches), or a list of two or more stored values none of which the question names (``element IN
     ('Cl', 'Br', 'I')`` for "halogen atoms": the model's own, often incomplete, list). A single stored
     value stays (``bond_type = '='`` for "double bonds"), as does any value the question names, and any
-    comparison on an identifier column."""
+    comparison on an identifier column. A stored value the question uses as a category of another
+    column (``city = 'New England'``, a real city, for "a New England state") is a guess about that
+    column: the comparison comes back aimed at it (:func:`_category_of_other_column`)."""
     ids = identifier_columns(db)  # an LM cannot judge ids: a wrong id stays for validation and the answer
-    return [c for c in string_comparisons(tree, db, max_lookups=64, like=True) if c.column.name.lower() not in ids
-            and (not all(c.stored) or (len(c.values) >= 2 and not any(_names(question, v) for v in c.values)))]
+    out = []
+    for c in string_comparisons(tree, db, max_lookups=64, like=True):
+        if c.column.name.lower() in ids:
+            continue
+        if not all(c.stored) or (len(c.values) >= 2 and not any(_names(question, v) for v in c.values)):
+            out.append(c)
+            continue
+        retargeted = _category_of_other_column(c, db, question)
+        if retargeted is not None:
+            out.append(retargeted)
+    return out
+
+
+def _category_of_other_column(c: Comparison, db: Database, question: str) -> Comparison | None:
+    """``city = 'New England'`` for "members who live in a New England state": the question puts the
+    value right before the name of another column of the same table (``state``), that column does not
+    hold the value, and the compared column holds it only as a rarity (one city of 41,877 zip codes;
+    fewer rows than its average value has), so the value names a kind of state, not a city. "A Texas
+    city" with ``state = 'Texas'`` stays: Texas is a common state (though Texas City exists). Returns
+    the comparison aimed at the other column (whose values the LM then judges), else None."""
+    from sqlglot import exp
+
+    if isinstance(c.node, exp.Like) or len(c.values) != 1:
+        return None
+    table = db.schema.table(c.table)
+    value = c.values[0].lower()
+    m = re.search(rf"(?<!\w){re.escape(value)}\s+(\w+)", question.lower())
+    if table is None or m is None:
+        return None
+    named = [col.name for col in table.columns if col.name.lower() != c.column.name.lower()
+             and col.name.lower() in (m.group(1), m.group(1).rstrip("s"))]
+    if not named:
+        return None
+    t, this, other = exp.to_table(c.table, quoted=True), exp.column(c.column.name, quoted=True), exp.column(named[0], quoted=True)
+    probe = exp.select(
+        exp.func("SUM", exp.EQ(this=exp.func("LOWER", other), expression=exp.Literal.string(value))),
+        exp.func("SUM", exp.EQ(this=exp.func("LOWER", this.copy()), expression=exp.Literal.string(value))),
+        exp.Div(this=exp.func("COUNT", this.copy()),
+                expression=exp.func("NULLIF", exp.Count(this=exp.Distinct(expressions=[this.copy()])), exp.Literal.number(0))),
+    ).from_(t)
+    try:
+        in_other, in_this, per_value = db.execute(probe.sql(dialect=db.dialect), timeout_s=2.0, row_cap=1).rows[0]
+    except (TagqlError, IndexError, ValueError):
+        return None
+    if in_other or per_value is None or (in_this or 0) >= float(per_value):
+        return None
+    return Comparison(c.node, exp.column(named[0], table=c.column.table or None), c.table, c.values, [False])
 
 
 def _names(question: str, value: str) -> bool:
@@ -553,6 +600,7 @@ class Planner:
             attempts.append({"plan": empty.to_dict(), "error": None, "empty_result": True})
             return empty, attempts
         assert last is not None
+        last.attempts = attempts  # the fallback shows what was tried (``plan["attempts"]``)
         raise last
 
     def guesses_to_filters(self, plan: Plan, question: str, statements: Sequence[ScoredStatement] = ()) -> list[str]:

@@ -118,6 +118,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     before = tree.sql(dialect=db.dialect)
     tree = fix_sqlite_double_quoted_strings(tree, schema)
     if repairs is not None:
+        repairs += repair_literal_filters(tree)
         repairs += repair_columns(tree, schema, question)
         repairs += repair_scalar_subqueries(tree)
         repairs += repair_conditional_counts(tree)
@@ -139,6 +140,33 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
             raise InvalidQuery(f"{misplaced[0]}: compare the column that holds it (join its table if needed)")
     after = tree.sql(dialect=db.dialect)
     return after if after != before else sql
+
+
+_LITERAL_CLAIM = re.compile(r"""^\s*\{([^{}]+)\}\s*(?:is|=|==|equals|is equal to)\s*(['"])(.*)\2\s*\.?\s*$""",
+                            re.IGNORECASE | re.DOTALL)
+
+
+def repair_literal_filters(tree: sqlglot.exp.Expression) -> list[str]:
+    """``LM_FILTER('{type} is ''Guest Speaker''', type)`` asks the LM whether a value equals a constant:
+    the 1.5B model answered "no" to "Guest Speaker is 'Guest Speaker'" (session 19, dev question 26),
+    while SQL decides it exactly and without a call. Such a filter becomes ``type = 'Guest Speaker'``
+    (respelt later like any constant)."""
+    from sqlglot import exp
+
+    notes: list[str] = []
+    for call in list(tree.find_all(exp.Anonymous)):
+        if str(call.name).upper() != "LM_FILTER" or len(call.expressions) != 2:
+            continue
+        instruction, column = call.expressions
+        if not (isinstance(instruction, exp.Literal) and instruction.is_string and isinstance(column, exp.Column)):
+            continue
+        m = _LITERAL_CLAIM.match(instruction.this)
+        if not m or m.group(1).rsplit(".", 1)[-1].strip().lower() != column.name.lower():
+            continue
+        eq = exp.EQ(this=column.copy(), expression=exp.Literal.string(m.group(3)))
+        notes.append(f"{call.sql()} -> {eq.sql()} (an equality: SQL decides it exactly)")
+        call.replace(eq)
+    return notes
 
 
 class QuerySynthesizer:
