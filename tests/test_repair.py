@@ -322,3 +322,10 @@ def test_a_calendar_month_order_drops_the_year_from_a_strftime_format(club, orde
     prepare_sql(f"SELECT event_name FROM event ORDER BY {order}", club, repairs=notes,
                 question="List the events from oldest to newest.")
     assert notes == []
+
+
+def test_a_column_hidden_by_a_derived_table_is_explained_as_out_of_scope(tox):
+    sql = ("SELECT COUNT(*) FROM (SELECT DISTINCT atom.molecule_id FROM atom JOIN connected "
+           "ON atom.atom_id = connected.atom_id) AS t WHERE element = 'cl'")
+    with pytest.raises(InvalidQuery, match="column 'element' of atom is not visible where it is used"):
+        prepare_sql(sql, tox, repairs=[])

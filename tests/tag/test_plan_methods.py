@@ -743,3 +743,15 @@ def test_a_category_guess_is_judged_on_the_column_the_question_names(shared_data
     notes = planner.guesses_to_filters(plan, "How many club members live in a New England state?")
     assert notes == ["city = 'New England' -> LM_FILTER('{state} is a New England state', state)"]
     assert "LM_FILTER('{state} is a New England state', state)" in plan.sql and "city" not in plan.sql
+
+
+def test_a_plan_cut_off_inside_a_list_of_category_members_is_told_not_to_enumerate(shared_data):
+    db = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    states = ", ".join(f"\\'{s}\\'" for s in ["Maine", "New York", "New Jersey", "Delaware", "Maryland", "Virginia",
+                                              "North Carolina"])
+    cut = '{"sql": "SELECT COUNT(*) FROM zip_code WHERE state IN (' + states + ", \\'South"
+    llm = ScriptedLLM(["yes", cut, '{"sql": "SELECT COUNT(*) FROM zip_code", "operators": []}'])
+    plan, attempts = Planner(db, llm, SemEngine(llm), exemplars=0).make("How many zip codes are on the Atlantic coast?")
+    assert plan.sql == "SELECT COUNT(*) FROM zip_code"
+    assert "do not enumerate the members of a category" in attempts[1]["error"]
+    assert "do not enumerate the members of a category" in llm.prompts[-1][-1].content

@@ -159,6 +159,10 @@ def _explain_unknown_column(text: str, tree: exp.Expression, schema: Schema) -> 
         missing = [o for o in owners if o.lower() not in {u.lower() for u in used}]
         if missing:
             msg += f" (join {missing[0]})"
+        else:  # the owner is in the query, but in another scope: "not in the tables used" read as a contradiction
+            return (f"column '{name}' of {owners[0]} is not visible where it is used: a subquery or derived table "
+                    f"in between does not select it; select {name} inside it, or use it only where {owners[0]} "
+                    "is in FROM")
     else:
         msg += "; no table has such a column"
         near = _near_columns(name, schema, used)

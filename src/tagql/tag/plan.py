@@ -157,6 +157,11 @@ def _enumerated_values(sql: str) -> int:
     return max((len(re.findall(r"'[^']*'", x)) for x in lists), default=0)
 
 
+ENUMERATION_HINT = ("it lists values until the reply is cut off: do not enumerate the members of a category; select "
+                    "the column and let the language model judge each stored value with "
+                    "LM_FILTER('{column} is a ...', column)")
+
+
 _DATE_PART = {"year": "%Y", "month": "%m", "day": "%d", "weekday": "%w", "hour": "%H"}
 
 
@@ -368,10 +373,7 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool =
             name = next(g for g in missing.groups() if g)
             raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}", _missing_column_hint(name, plan.sql, db)) from exc
         if isinstance(exc, InvalidQuery) and _enumerated_values(plan.sql) >= 6:
-            raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}",
-                            "it lists values until the reply is cut off: do not enumerate the members of a "
-                            "category; select the column and let the language model judge each stored value "
-                            "with LM_FILTER('{column} is a ...', column)") from exc
+            raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}", ENUMERATION_HINT) from exc
         raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}") from exc
     cols = list(probe.columns)
     ids = identifier_columns(db)
@@ -565,7 +567,12 @@ class Planner:
         for _ in range(self.retries + 1):
             reply = self.llm.complete(messages, max_tokens=self.max_tokens, json_schema=PLAN_SCHEMA)
             try:
-                plan = parse_plan(reply.text)
+                try:
+                    plan = parse_plan(reply.text)
+                except LLMOutputError as exc:  # a reply cut off inside an IN list of the category's members
+                    if _enumerated_values(reply.text.replace("\\'", "'")) < 6:
+                        raise
+                    raise PlanError(exc.message, ENUMERATION_HINT) from exc
                 relaxed = relax_guessed_values(plan, self.db.dialect, self.db)
                 if relaxed:
                     attempts.append({"relaxed": relaxed})
