@@ -150,3 +150,16 @@ def test_lm_number_in_sql_orders_rows_by_what_the_real_model_reads(llm, shared_d
     out = execute_with_lm(db, sql, eng)
     assert [r[0] for r in out.rows] == ["January Speaker", "March Speaker", "October Speaker"]
     assert eng.stats.lm_calls == 3
+
+
+def test_value_glosses_let_the_real_model_judge_stored_codes(llm):
+    """toxicology's element symbols: bare, the model judged 'cl is a halogen' false and 'zn is a halogen'
+    true; glossed from domain statements ('cl (Chlorine)') and, for symbols no statement covers, by the
+    model itself from the known glosses ('k' -> Potassium), it keeps exactly the halogens."""
+    glossary = {"element": {"na": "Sodium", "c": "Carbon", "cl": "Chlorine", "h": "Hydrogen", "o": "Oxygen",
+                            "s": "Sulfur", "n": "Nitrogen", "br": "Bromine", "f": "Fluorine", "i": "Iodine"}}
+    eng = SemEngine(llm, glossary=glossary, code_columns={"element"})
+    rows = [("cl",), ("c",), ("k",), ("br",), ("zn",), ("o",), ("i",)]
+    kept = SemTable(["element"], rows, eng).sem_filter("{element} is a halogen")
+    assert [r[0] for r in kept.rows] == ["cl", "br", "i"]
+    assert eng.glossary["element"]["k"] == "Potassium" and eng.glossary["element"]["zn"] == "Zinc"

@@ -114,3 +114,44 @@ def test_a_scaled_number_reply_is_read_as_one_number(reply, number):
     from tagql.tag.operators import _scaled_number
 
     assert _scaled_number(reply) == number
+
+
+def test_lm_filter_claims_show_value_glosses_and_learn_missing_codes(shared_data):
+    """toxicology stores element symbols; the domain statements gloss most of them ('cl' = Chlorine). The
+    claims the judge sees carry the gloss, and a symbol no statement glosses is glossed by the LM once,
+    with the known glosses as chat examples."""
+    db = open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
+    names = {"k": "K = Potassium", "zn": "Zinc"}
+    halogens = {"Chlorine", "Bromine", "Fluorine", "Iodine"}
+
+    def reply(messages):
+        last = messages[-1].content
+        if last.startswith("Code: "):
+            return names.get(last[len("Code: "):], "")
+        claim = re.search(r"<statement>(.*?)</statement>", last).group(1)
+        return "yes" if re.search(r"\((\w+)\)", claim) and re.search(r"\((\w+)\)", claim).group(1) in halogens else "no"
+
+    llm = ScriptedLLM(reply)
+    glossary = {"element": {"cl": "Chlorine", "br": "Bromine", "f": "Fluorine", "i": "Iodine", "c": "Carbon",
+                            "h": "Hydrogen", "o": "Oxygen", "na": "Sodium"}}
+    eng = SemEngine(llm, glossary=glossary, code_columns={"element"})
+    register_lm_functions(db, eng)
+    sql = "SELECT DISTINCT element FROM atom WHERE LM_FILTER('{element} is a halogen', element) ORDER BY element"
+    assert [r[0] for r in execute_with_lm(db, sql, eng).rows] == ["br", "cl", "f", "i"]
+    claims = {re.search(r"<statement>(.*?)</statement>", p[-1].content).group(1)
+              for p in llm.prompts if "<statement>" in p[-1].content}
+    assert "cl (Chlorine) is a halogen" in claims
+    assert "k (Potassium) is a halogen" in claims  # learned; the "K = " echo stripped
+    assert "zn (Zinc) is a halogen" in claims
+    assert "s is a halogen" in claims  # the LM gave no name: the bare code
+    gloss_prompts = [p for p in llm.prompts if p[-1].content.startswith("Code: ")]
+    assert len(gloss_prompts) == len({p[-1].content for p in gloss_prompts})  # one call per unglossed code
+    assert [m.role for m in gloss_prompts[0][:3]] == ["system", "user", "assistant"]
+    assert glossary["element"].get("k") is None  # the caller's glossary is not changed
+
+
+def test_code_glossing_stops_quietly_at_the_call_cap():
+    llm = ScriptedLLM(lambda messages: "Potassium")
+    eng = SemEngine(llm, max_calls=0, glossary={"element": {"cl": "Chlorine"}}, code_columns={"element"})
+    assert eng.fill("{element} is a metal", {"element": "k"}) == "k is a metal"
+    assert llm.prompts == []

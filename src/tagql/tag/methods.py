@@ -29,6 +29,7 @@ from sqlglot import exp
 
 from tagql.db.connection import Database, Result
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError
+from tagql.knowledge.glossary import code_columns, glossary_of
 from tagql.llm.base import system, user
 from tagql.pipeline import Answer, TagQL, clean_question
 from tagql.tag import tag_prompts
@@ -118,9 +119,11 @@ class TagAnswer(Answer):
 def make_engine(session: TagQL, *, progress: Any = None) -> SemEngine:
     s = session.settings.tag
     cache = OpCache(Path(session.settings.cache_dir) / "tag_cache.sqlite") if s.cache else OpCache(None)
+    glossary = glossary_of(session.knowledge)
     return SemEngine(session.llm, cache=cache, max_calls=s.max_lm_calls, batch_size=s.batch_size,
                      progress=progress, agg_chunk_chars=s.agg_chunk_chars, cascade=s.cascade,
-                     cascade_sample=s.cascade_sample, cascade_min_inputs=s.cascade_min_inputs)
+                     cascade_sample=s.cascade_sample, cascade_min_inputs=s.cascade_min_inputs,
+                     glossary=glossary, code_columns=code_columns(glossary, session.db) if glossary else ())
 
 
 def parse_list(text: str) -> list[Any]:

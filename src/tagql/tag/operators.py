@@ -32,13 +32,14 @@ import re
 import string
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tagql.db.connection import Result
 from tagql.embeddings import Embedder
 from tagql.errors import LLMOutputError, TagqlError
+from tagql.knowledge.glossary import Glossary, gloss
 from tagql.llm.base import LLM, Message, system, user
 from tagql.tag.cache import OpCache, cache_key
 
@@ -54,6 +55,7 @@ def judge_messages(claim: str) -> list[Message]:
     """The filter's one-claim prompt; the system message names no instruction, so every filter shares it."""
     return [system(JUDGE_SYSTEM), user(f"Statement: <statement>{claim}</statement>\nIs the statement true? Answer yes or no.")]
 SCORE_GRAMMAR = 'root ::= [0-9] | "10"'
+GLOSS_SYSTEM = "A database column '{column}' stores short codes. Reply with what the code stands for, the name only."
 AB_GRAMMAR = 'root ::= "A" | "B"'
 
 Progress = Callable[[str, int, int], None]
@@ -162,11 +164,13 @@ def _text(v: Any) -> str:
     return "NULL" if v is None else str(v)
 
 
-def fill(instruction: str, values: dict[str, Any]) -> str:
-    """The instruction with each ``{field}`` replaced by its value."""
+def fill(instruction: str, values: dict[str, Any], glossary: Glossary | None = None) -> str:
+    """The instruction with each ``{field}`` replaced by its value, written ``value (gloss)`` when the
+    glossary says what a stored code means (``cl (Chlorine)``; :mod:`tagql.knowledge.glossary`)."""
     out = instruction
     for name, v in values.items():
-        out = out.replace("{" + name + "}", _text(v))
+        g = gloss(glossary, name, v)
+        out = out.replace("{" + name + "}", _text(v) if g is None else f"{_text(v)} ({g})")
     return out
 
 
@@ -209,6 +213,7 @@ class SemEngine:
         self, llm: LLM, *, cache: OpCache | None = None, max_calls: int = 200, batch_size: int = 1,
         progress: Progress | None = None, agg_chunk_chars: int = 4000, cascade: str = "on",
         cascade_sample: int = 16, cascade_min_inputs: int = 40, embedder: Embedder | None = None,
+        glossary: Glossary | None = None, code_columns: Collection[str] = (),
     ) -> None:
         if cascade not in CASCADE_MODES:
             raise TagqlError(f"unknown cascade mode {cascade!r}", f"use one of: {', '.join(CASCADE_MODES)}")
@@ -227,8 +232,45 @@ class SemEngine:
         self._embedder = embedder
         # LM_FILTER verdicts judged before a statement ran (tagql.tag.udf.prefetch_filters), per instruction
         self.prejudged: dict[str, dict[str, bool]] = {}
+        # value glosses from the database's domain statements; codes of a code column that no statement
+        # glosses are glossed by the LM on first use (fill), with the known ones as examples
+        self.glossary: dict[str, dict[str, str]] = {c: dict(m) for c, m in (glossary or {}).items()}
+        self.code_columns = {c.lower() for c in code_columns} & set(self.glossary)
+        self._gloss_asked: set[tuple[str, str]] = set()
         self.stats = EngineStats()
         self.pending_error: BaseException | None = None  # set by SQL UDFs (sqlite swallows exceptions)
+
+    def fill(self, instruction: str, values: dict[str, Any]) -> str:
+        """:func:`fill` with this engine's value glossary: every operator fills inputs through here."""
+        if self.code_columns:
+            for name, v in values.items():
+                self._gloss_code(name, v)
+        return fill(instruction, values, self.glossary)
+
+    def _gloss_code(self, field_name: str, value: Any) -> None:
+        """Learn what an unglossed code of a code column stands for (one cached LM call per code; none
+        once the call cap is reached, and a reply that is not a short name is ignored)."""
+        column = field_name.rsplit(".", 1)[-1].lower()
+        if column not in self.code_columns or not isinstance(value, str) or not value.strip():
+            return
+        known = self.glossary[column]
+        if value in known or (column, value) in self._gloss_asked:
+            return
+        self._gloss_asked.add((column, value))
+        shots = list(known.items())[:8]
+        messages = [system(GLOSS_SYSTEM.format(column=column))]
+        for code, name in shots:  # as chat turns: the 1.5B model glossed b, k, cu right only this way
+            messages += [user(f"Code: {code}"), Message("assistant", name)]
+        messages.append(user(f"Code: {value}"))
+        try:
+            text = self.call("gloss", column + "\n" + "\n".join(f"{c} = {n}" for c, n in shots), value,
+                             messages, max_tokens=12)
+        except LMCallLimitExceeded:
+            return
+        name = (text.strip().splitlines() or [""])[0]
+        name = re.sub(rf"^\s*{re.escape(value)}\s*[=:]\s*", "", name, flags=re.IGNORECASE).strip(" '\".")
+        if name and len(name.split()) <= 4 and name.lower() != value.lower():
+            known[value] = name
 
     # -- one LM call, cached and capped ---------------------------------------------------------------
     def call(
@@ -634,7 +676,7 @@ class SemTable:
             raise OperatorError(
                 f"{op} instruction {instruction!r} references no column", "name columns in braces, e.g. {City}"
             )
-        per_row = [fill(instruction, {n: r[i] for n, i in cols.items()}) for r in self.rows]
+        per_row = [self.engine.fill(instruction, {n: r[i] for n, i in cols.items()}) for r in self.rows]
         distinct = list(dict.fromkeys(per_row))
         self.engine.stats.deduped += len(per_row) - len(distinct)
         return per_row, distinct
@@ -829,11 +871,11 @@ class SemTable:
         if not left_map or not right_map:
             raise OperatorError("a join instruction must reference a column of each side",
                                 "e.g. {Name:left} is the capital of {Country:right}")
-        lkeys = [fill(instruction, {n: r[i] for n, i in left_map.items()}) for r in self.rows]
+        lkeys = [self.engine.fill(instruction, {n: r[i] for n, i in left_map.items()}) for r in self.rows]
         pairs: dict[str, str] = {}
         for lk in dict.fromkeys(lkeys):
             for r in other.rows:
-                pairs.setdefault(fill(lk, {n: r[i] for n, i in right_map.items()}), "")
+                pairs.setdefault(self.engine.fill(lk, {n: r[i] for n, i in right_map.items()}), "")
         claims = list(pairs)
         n_all = len(self.rows) * len(other.rows)
         self.engine.stats.deduped += n_all - len(claims)
@@ -841,7 +883,7 @@ class SemTable:
         rows = []
         for lrow, lk in zip(self.rows, lkeys):
             for rrow in other.rows:
-                if verdict[fill(lk, {n: rrow[i] for n, i in right_map.items()})]:
+                if verdict[self.engine.fill(lk, {n: rrow[i] for n, i in right_map.items()})]:
                     rows.append(lrow + rrow)
         cols = self.columns + [c if c not in self.columns else f"{c}_right" for c in other.columns]
         self._record("join", instruction, n_all, len(claims), t0, c0)

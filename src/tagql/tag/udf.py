@@ -41,7 +41,7 @@ FUNCTIONS = ("LM_FILTER", "LM_MAP", "LM_SCORE", "LM_NUMBER")
 _RETURNS = {"LM_FILTER": "BIGINT", "LM_MAP": "VARCHAR", "LM_SCORE": "BIGINT", "LM_NUMBER": "DOUBLE"}
 
 
-def _bind(instruction: Any, args: tuple[Any, ...], name: str) -> str:
+def _bind(instruction: Any, args: tuple[Any, ...], name: str, engine: SemEngine) -> str:
     if not isinstance(instruction, str):
         raise OperatorError(f"{name} needs the instruction text as its first argument")
     instruction = repair_braces(instruction)  # as plan operators are; a still malformed one is an error
@@ -53,7 +53,7 @@ def _bind(instruction: Any, args: tuple[Any, ...], name: str) -> str:
             f"{name}({instruction!r}, ...) has {len(fields)} {{field}}(s) but {len(args)} value argument(s)",
             "pass one column per {field}, in order",
         )
-    return fill(instruction, dict(zip(fields, args)))
+    return engine.fill(instruction, dict(zip(fields, args)))
 
 
 class LMFunctions:
@@ -82,7 +82,7 @@ class LMFunctions:
 
     def _run(self, name: str, columns: tuple[list[Any], ...], n: int) -> list[Any]:
         rows = list(zip(*columns))
-        keys = [(r[0], _bind(r[0], r[1:], name)) for r in rows]  # (instruction, filled input)
+        keys = [(r[0], _bind(r[0], r[1:], name, self.engine)) for r in rows]  # (instruction, filled input)
         out: dict[tuple[str, str], Any] = {}
         for instruction in dict.fromkeys(k[0] for k in keys):
             distinct = list(dict.fromkeys(item for ins, item in keys if ins == instruction))
@@ -203,7 +203,7 @@ def prefetch_filters(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
         except TagqlError:  # outer references, dialect quirks: the statement itself decides
             continue
         instruction = repair_braces(instr.this)
-        counts = Counter(_bind(instruction, tuple(r), "LM_FILTER") for r in rows)
+        counts = Counter(_bind(instruction, tuple(r), "LM_FILTER", engine) for r in rows)
         known = engine.prejudged.setdefault(instruction, {})
         todo = [c for c in counts if c not in known]
         if todo:
