@@ -329,3 +329,33 @@ def test_a_column_hidden_by_a_derived_table_is_explained_as_out_of_scope(tox):
            "ON atom.atom_id = connected.atom_id) AS t WHERE element = 'cl'")
     with pytest.raises(InvalidQuery, match="column 'element' of atom is not visible where it is used"):
         prepare_sql(sql, tox, repairs=[])
+
+
+def test_values_the_question_lists_restrict_a_query_that_ignores_them(tox, club):
+    from tagql.db.repair import repair_listed_values
+
+    q = "Rank the elements c, n, o and f by electronegativity, highest first."
+    tree = sqlglot.parse_one("SELECT element FROM atom ORDER BY LM_NUMBER('the electronegativity of {element}', "
+                             "element) DESC", read="sqlite")
+    notes = repair_listed_values(tree, tox, q)
+    assert notes and "atom.element IN ('c', 'n', 'o', 'f')" in tree.sql()
+    # quoted items; the last item's trailing words ("by their ...") are not part of the value
+    tree = sqlglot.parse_one("SELECT major_name FROM major", read="sqlite")
+    repair_listed_values(tree, club, "Rank the majors 'Economics', 'Physics' and 'Music' by their popularity.")
+    assert "major.major_name IN ('Economics', 'Physics', 'Music')" in tree.sql()
+
+
+@pytest.mark.parametrize("sql, question", [
+    # the query already uses the listed values
+    ("SELECT COUNT(*) FROM atom WHERE element IN ('c', 'n')", "How many atoms are c, n or o?"),
+    # an item the column does not store: not a list of its values
+    ("SELECT element FROM atom", "Are there more atoms of c, n or metalloids?"),
+    # no enumeration
+    ("SELECT element FROM atom", "Which elements are halogens? Answer 'yes' or 'no'."),
+])
+def test_listed_values_leave_other_queries_alone(tox, sql, question):
+    from tagql.db.repair import repair_listed_values
+
+    tree = sqlglot.parse_one(sql, read="sqlite")
+    before = tree.sql()
+    assert repair_listed_values(tree, tox, question) == [] and tree.sql() == before

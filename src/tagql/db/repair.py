@@ -39,6 +39,8 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    heaviest, list their names from shortest to longest" written as ``ORDER BY weight_kg DESC LIMIT 5``
    is ordered by ``LENGTH(name)`` around that ranking; "in calendar-month order" written as ``ORDER BY
    event_date`` sorts by the date's month (:func:`repair_month_order`).
+10. **Listed values the query ignores** (:func:`repair_listed_values`, needs the data): "rank the
+   elements c, n, o and f by ..." written over every element keeps ``element IN ('c', 'n', 'o', 'f')``.
 """
 
 from __future__ import annotations
@@ -709,3 +711,74 @@ def _strftime_format(node: exp.Expression) -> exp.Literal | None:
         fmt = node.args.get("format")
         return fmt if isinstance(fmt, exp.Literal) and fmt.is_string else None
     return None
+
+
+# "c, n, o and f", "'French', 'Hindi' and 'Swahili'": items of one to three words, comma separated, the
+# last joined by and/or (a first item may start with "Rank the elements", a last may run on "f by ...")
+_ITEM = r"\w[\w'.-]*(?: \w[\w'.-]*){0,2}"
+_LIST = re.compile(rf"\b({_ITEM}(?:, {_ITEM})+,? (?:and|or) {_ITEM})\b")
+
+
+def _listed_items(question: str) -> list[list[str]]:
+    """The enumerations in ``question`` (quotes removed), each as its items."""
+    text = re.sub(r"(?<!\w)['\"]([^'\"]+)['\"](?!\w)", r"\1", question)
+    out = []
+    for m in _LIST.finditer(text):
+        items = [p.strip() for p in re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", m.group(1)) if p.strip()]
+        if len(items) >= 2:
+            out.append(items)
+    return out
+
+
+def repair_listed_values(tree: exp.Expression, db: Database, question: str, *, timeout_s: float = 2.0) -> list[str]:
+    """"Rank the elements c, n, o and f by electronegativity" written without restricting ``element``:
+    when the question lists values that one text column of the outermost SELECT's tables stores (every
+    item, exactly up to case), and the query mentions none of them, that SELECT keeps only those rows
+    (``AND element IN ('c', 'n', 'o', 'f')``). Lists the data does not store entirely ("transition
+    metals, metalloids or metals") change nothing."""
+    select = tree if isinstance(tree, exp.Select) else next(iter(tree.find_all(exp.Select)), None)
+    lists = _listed_items(question)
+    if select is None or not lists:
+        return []
+    sources = _sources(select, db.schema)
+    if not sources:
+        return []
+    used = {lit.this.lower() for lit in tree.find_all(exp.Literal) if lit.is_string}
+    for items in lists:
+        head, tail = items[0].split(), items[-1].split()
+        firsts = [" ".join(head[i:]) for i in range(len(head))]  # "the elements c": then "elements c", "c"
+        lasts = [" ".join(tail[:i]) for i in range(len(tail), 0, -1)]  # "f by electronegativity": ..., "f"
+        middle = items[1:-1]
+        if {v.lower() for v in firsts + middle + lasts} & used:
+            continue  # the query already uses the list
+        for src in sources:
+            for col in src.table.columns:
+                if not _holds_text(col):
+                    continue
+                stored = _stored(db, src.table.name, col.name, firsts + middle + lasts, timeout_s)
+                first = next((stored[v.lower()] for v in firsts if v.lower() in stored), None)
+                last = next((stored[v.lower()] for v in lasts if v.lower() in stored), None)
+                if first is None or last is None or any(m.lower() not in stored for m in middle):
+                    continue
+                values = list(dict.fromkeys([first, *(stored[m.lower()] for m in middle), last]))
+                cond = exp.column(col.name, table=src.alias).isin(*[exp.Literal.string(v) for v in values])
+                select.where(cond, append=True, copy=False)
+                return [f"kept the values the question lists: {cond.sql(dialect=db.dialect)}"]
+    return []
+
+
+def _stored(db: Database, table: str, column: str, candidates: list[str], timeout_s: float) -> dict[str, str]:
+    """Lower-cased candidate -> stored spelling, for the candidates ``table.column`` stores (up to case)."""
+    schema = db.schema
+    q, t = schema.quote(column), schema.quote(table)
+    marks = ", ".join(exp.Literal.string(c.lower()).sql() for c in dict.fromkeys(candidates))
+    try:
+        rows = db.execute(f"SELECT DISTINCT {q} FROM {t} WHERE LOWER({q}) IN ({marks})", timeout_s=timeout_s,
+                          row_cap=len(candidates) * 4).rows
+    except TagqlError:
+        return {}
+    out: dict[str, str] = {}
+    for (v,) in rows:
+        if isinstance(v, str):
+            out.setdefault(v.lower(), v)
+    return out

@@ -22,6 +22,7 @@ from tagql.db.repair import (
     repair_conditional_counts,
     repair_counted_entity,
     repair_length_order,
+    repair_listed_values,
     repair_month_order,
     repair_scalar_subqueries,
     repair_self_joins,
@@ -135,6 +136,8 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     validate_against_schema(tree, schema)
     if repairs is not None:
         repairs += repair_values(tree, db)
+        if question:
+            repairs += repair_listed_values(tree, db, question)
         misplaced = misplaced_values(tree, db, repairs=repairs)
         if misplaced:
             raise InvalidQuery(f"{misplaced[0]}: compare the column that holds it (join its table if needed)")
