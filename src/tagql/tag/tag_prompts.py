@@ -95,12 +95,27 @@ HYBRID_HINT = (
 )
 
 
+# Worked examples for criterion_prompt (none from the benchmarks): the statement is about the value
+# itself, names the question's whole condition ("fruit or vegetables", not "a category in the table"),
+# and leaves out what the table's rows are ("a German-speaking country", not "... performer").
+CRITERION_EXAMPLES = (
+    ("Which schools are in a Silicon Valley city?", "school.City", "'Palo Alto', 'Fresno'",
+     "{City} is a city in Silicon Valley"),
+    ("How many purchases were for fruit or vegetables?", "purchase.category", "'Apples', 'Soap'",
+     "{category} is fruit or vegetables"),
+    ("How many songs have at least one performer from a German-speaking country?", "performer.country",
+     "'Austria', 'Peru'", "{country} is a German-speaking country"),
+)
+
+
 def criterion_prompt(question: str, column: str, table: str, examples: str) -> str:
+    shots = "".join(f"Question: {q}\nColumn: {c} (values look like: {v})\nStatement: {st}\n\n"
+                    for q, c, v, st in CRITERION_EXAMPLES)
     return (
-        f"Question: {question}\n"
-        f"The rows must be chosen by their {table}.{column} value (values look like: {examples}), using a "
-        "condition of the question that the database does not store, such as a region, a category or a "
-        f"property. Write that condition as a short statement about one value, starting with {{{column}}}."
+        "The rows must be chosen by one column's value, using a condition of the question that the database "
+        "does not store, such as a region, a category or a property. Write that condition as a short "
+        "statement about one value, starting with the column in braces.\n\n"
+        f"{shots}Question: {question}\nColumn: {table}.{column} (values look like: {examples})\nStatement:"
     )
 
 
