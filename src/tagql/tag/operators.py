@@ -253,8 +253,8 @@ class SemEngine:
         column = field_name.rsplit(".", 1)[-1].lower()
         if column not in self.code_columns or not isinstance(value, str) or not value.strip():
             return
-        known = self.glossary[column]
-        if value in known or (column, value) in self._gloss_asked:
+        known = self.glossary.get(column)
+        if known is None or value in known or (column, value) in self._gloss_asked:
             return
         self._gloss_asked.add((column, value))
         shots = list(known.items())[:8]
