@@ -11,6 +11,8 @@ Variants:
 * ``column``: one call per value, the prompt shows the column and the raw value next to the claim;
 * ``negation``: the default judge on the claim and on "It is not true that <claim>"; a value passes when
   the first is yes and the second no (2 calls per value; small models say yes too easily).
+* ``glossed``: the default judge on values glossed from the database's domain statements and, for the
+  codes of a code column no statement glosses, by the LM (``cl (Chlorine)``; :mod:`tagql.knowledge.glossary`);
 * ``prob``: the default prompt's P(yes) from the token probabilities (local backend), yes above 0.5;
 * ``prob-cc``: the same P(yes), contextually calibrated without labels: yes when its odds beat those
   of the same claim filled with content-free values (``N/A``, empty, ``[value]``; 3 extra calls per
@@ -57,7 +59,7 @@ CRITERIA = [  # (db, SQL for the distinct values, column, instruction, the value
     ("student_club", "SELECT DISTINCT major_name FROM major", "major_name",
      "{major_name} is a foreign language", devset.LANGUAGE_MAJORS),
 ]
-VARIANTS = ("statement", "batch8", "column", "negation", "prob", "prob-cc", "prob-loco")
+VARIANTS = ("statement", "batch8", "column", "negation", "glossed", "prob", "prob-cc", "prob-loco")
 PROB_VARIANTS = ("prob", "prob-cc", "prob-loco")
 CONTENT_FREE = ("N/A", "", "[value]")  # contextual calibration's content-free fillers (Zhao et al., 2021)
 THRESHOLDS = [round(0.05 * i, 2) for i in range(1, 20)]
@@ -136,6 +138,27 @@ def summarize(records: list[dict], variants: list[str]) -> dict:
     return summary
 
 
+def glossary_for(db: str) -> tuple[dict, set]:
+    """The value glossary of ``db``'s domain statements (the paper's, imported into a temporary store)
+    and its code columns."""
+    import tempfile
+
+    from tagql.db.connection import open_database
+    from tagql.knowledge.glossary import code_columns, glossary_of
+    from tagql.knowledge.importer import import_database
+    from tagql.knowledge.store import KnowledgeBase
+
+    bird = REPO.parent / "shared" / "data" / "bird" / "dev_databases"
+    database = open_database(bird / db / f"{db}.sqlite")
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / f"{db}.kb"
+        import_database(bird.parents[1], db, store, database=database)
+        kb = KnowledgeBase.open(store)
+        glossary = glossary_of(kb.retriever())
+        kb.close()
+    return glossary, code_columns(glossary, database)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", default=",".join(VARIANTS))
@@ -173,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
                 plain = eng.judge_many(instruction, claims)
                 negated = eng.judge_many("It is not true that " + instruction, ["It is not true that " + c for c in claims])
                 said = [a and not b for a, b in zip(plain, negated)]
+            elif variant == "glossed":
+                glossary, codes = glossary_for(db)
+                eng = SemEngine(llm, cache=OpCache(None), max_calls=10_000, glossary=glossary, code_columns=codes)
+                said = eng.judge_many(instruction, [eng.fill(instruction, {column: v}) for v in values])
             else:
                 eng = SemEngine(llm, cache=OpCache(None), batch_size=8 if variant == "batch8" else 1, max_calls=10_000)
                 said = eng.judge_many(instruction, [fill(instruction, {column: v}) for v in values])
