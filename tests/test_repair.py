@@ -359,3 +359,38 @@ def test_listed_values_leave_other_queries_alone(tox, sql, question):
     tree = sqlglot.parse_one(sql, read="sqlite")
     before = tree.sql()
     assert repair_listed_values(tree, tox, question) == [] and tree.sql() == before
+
+
+@pytest.mark.parametrize("where, question, expected", [
+    # words = spaces + 1: "two or more" is >= 2, not > 2
+    ("LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 > 2", "names of two or more words",
+     "LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 >= 2"),
+    # spaces only: "more than three words" is more than two spaces
+    ("LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) > 3", "titles of more than three words",
+     "LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) > 2"),
+    ("2 < LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1", "at least 2 words",
+     "LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 >= 2"),
+    ("LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 < 2", "names of at most two words",
+     "LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 <= 2"),
+])
+def test_word_count_bounds_follow_the_question(where, question, expected):
+    from tagql.db.repair import repair_word_count
+
+    tree = sqlglot.parse_one(f"SELECT n FROM t WHERE {where}", read="sqlite")
+    notes = repair_word_count(tree, question)
+    assert notes and tree.args["where"].this.sql() == expected
+
+
+@pytest.mark.parametrize("where, question", [
+    ("LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) >= 3", "titles of more than three words"),  # already right
+    ("LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 < 3", "names of at most two words"),  # < 3 is <= 2
+    ("LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 > 2", "names of one word or several words"),  # no bound stated
+    ("LENGTH(n) > 2", "names of two or more words"),  # not a word count
+    ("LENGTH(n) - LENGTH(REPLACE(n, '-', '')) + 1 > 2", "names of two or more words"),  # counts hyphens
+])
+def test_word_count_repair_leaves_other_comparisons_alone(where, question):
+    from tagql.db.repair import repair_word_count
+
+    tree = sqlglot.parse_one(f"SELECT n FROM t WHERE {where}", read="sqlite")
+    before = tree.sql()
+    assert repair_word_count(tree, question) == [] and tree.sql() == before

@@ -41,6 +41,8 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    event_date`` sorts by the date's month (:func:`repair_month_order`).
 10. **Listed values the query ignores** (:func:`repair_listed_values`, needs the data): "rank the
    elements c, n, o and f by ..." written over every element keeps ``element IN ('c', 'n', 'o', 'f')``.
+11. **A word-count bound off by one** (:func:`repair_word_count`): "a name of two or more words" written
+   ``LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 > 2`` becomes ``... >= 2``.
 """
 
 from __future__ import annotations
@@ -782,3 +784,77 @@ def _stored(db: Database, table: str, column: str, candidates: list[str], timeou
         if isinstance(v, str):
             out.setdefault(v.lower(), v)
     return out
+
+
+_NUMBER_WORDS = {w: i for i, w in enumerate(
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"])}
+_N = r"(\d+|zero|one|two|three|four|five|six|seven|eight|nine|ten)"
+_WORD_COUNT = [  # question phrase -> comparison of the number of words with n
+    (re.compile(rf"\b{_N} or more words\b|\bat least {_N} words\b", re.IGNORECASE), exp.GTE),
+    (re.compile(rf"\bmore than {_N} words?\b", re.IGNORECASE), exp.GT),
+    (re.compile(rf"\b{_N} or fewer words\b|\bat most {_N} words?\b", re.IGNORECASE), exp.LTE),
+    (re.compile(rf"\b(?:fewer|less) than {_N} words\b", re.IGNORECASE), exp.LT),
+    (re.compile(rf"\bexactly {_N} words?\b", re.IGNORECASE), exp.EQ),
+]
+_FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE, exp.EQ: exp.EQ}
+
+
+def _spaces(node: exp.Expression) -> exp.Expression | None:
+    """The column of ``LENGTH(c) - LENGTH(REPLACE(c, ' ', ''))`` (the number of spaces in c)."""
+    if not isinstance(node, exp.Sub) or not isinstance(node.this, exp.Length) or not isinstance(node.expression, exp.Length):
+        return None
+    inner = node.expression.this
+    if not isinstance(inner, exp.Anonymous) and type(inner).__name__ != "Replace":
+        return None
+    args = [inner.this, *inner.expressions] if isinstance(inner, exp.Anonymous) else \
+        [inner.this, inner.args.get("expression"), inner.args.get("replacement")]
+    if isinstance(inner, exp.Anonymous) and inner.name.upper() != "REPLACE":
+        return None
+    if len(args) != 3 or not (_is_string(args[1]) and args[1].this == " " and _is_string(args[2]) and args[2].this == ""):
+        return None
+    return node.this.this if node.this.this == args[0] else None
+
+
+def _canonical(op: type, bound: int) -> tuple[str, int]:
+    """An integer comparison with > and < written as >= and <= (``> 2`` is ``>= 3``)."""
+    if op is exp.GT:
+        return "GTE", bound + 1
+    if op is exp.LT:
+        return "LTE", bound - 1
+    return op.__name__, bound
+
+
+def repair_word_count(tree: exp.Expression, question: str) -> list[str]:
+    """"A name of two or more words" written ``LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 > 2``: small
+    models get the bound off by one. When the question states one word-count bound ("two or more words",
+    "more than three words", "at most two words") and the SQL has one such word-count comparison with a
+    number, the comparison is rewritten to say what the question says (spaces + 1 = words)."""
+    stated = [(op, m) for pattern, op in _WORD_COUNT for m in pattern.finditer(question or "")]
+    if len(stated) != 1:
+        return []
+    op, m = stated[0]
+    word = next(g for g in m.groups() if g)
+    n = int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
+    found = []
+    for cmp in tree.find_all(exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ):
+        left, right = cmp.this, cmp.expression
+        if isinstance(left, exp.Literal) and not left.is_string:
+            left, right = right, left
+        if not (isinstance(right, exp.Literal) and not right.is_string):
+            continue
+        plus_one = isinstance(left, exp.Add) and isinstance(left.expression, exp.Literal) and left.expression.this == "1"
+        column = _spaces(left.this if plus_one else left)
+        if column is not None:
+            found.append((cmp, left, plus_one))
+    if len(found) != 1:
+        return []
+    cmp, count, plus_one = found[0]
+    bound = n if plus_one else n - 1  # the expression counts words (spaces + 1) or spaces
+    written = type(cmp) if cmp.this is count else _FLIP[type(cmp)]
+    literal = cmp.expression if cmp.this is count else cmp.this
+    if _canonical(written, int(float(literal.this))) == _canonical(op, bound):
+        return []  # already says it (">= 3" spaces is "> 2")
+    new = op(this=count.copy(), expression=exp.Literal.number(bound))
+    before = cmp.sql()
+    cmp.replace(new)
+    return [f"{before} -> {new.sql()} (the question: {m.group(0)!r})"]

@@ -27,6 +27,7 @@ from tagql.db.repair import (
     repair_scalar_subqueries,
     repair_self_joins,
     repair_values,
+    repair_word_count,
     self_comparisons,
 )
 from tagql.db.safety import fix_sqlite_double_quoted_strings, parse_read_only, validate_against_schema
@@ -129,6 +130,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         repairs += ordered
         if db.dialect == "sqlite":
             repairs += repair_month_order(tree, question)
+        repairs += repair_word_count(tree, question)
         same = self_comparisons(tree)
         if same:
             raise InvalidQuery(f"the condition {same[0]} compares a column with itself (always true): "
