@@ -327,8 +327,16 @@ def test_a_calendar_month_order_drops_the_year_from_a_strftime_format(club, orde
 def test_a_column_hidden_by_a_derived_table_is_explained_as_out_of_scope(tox):
     sql = ("SELECT COUNT(*) FROM (SELECT DISTINCT atom.molecule_id FROM atom JOIN connected "
            "ON atom.atom_id = connected.atom_id) AS t WHERE element = 'cl'")
-    with pytest.raises(InvalidQuery, match="column 'element' of atom is not visible where it is used"):
+    with pytest.raises(InvalidQuery, match="column 'element' of atom is used where atom is not in FROM"):
         prepare_sql(sql, tox, repairs=[])
+
+
+def test_a_qualifier_the_query_no_longer_has_is_named(club):
+    # the model renamed ``event AS T1`` to ``event AS event`` and kept ``T1.event_name``
+    sql = ("SELECT event.event_name FROM event AS event JOIN event AS T2 ON event.type = 'Meeting' "
+           "AND T1.event_name LIKE '% Meeting'")
+    with pytest.raises(InvalidQuery, match="column T1.event_name: the query has no table or alias 'T1'"):
+        prepare_sql(sql, club, repairs=[])
 
 
 def test_values_the_question_lists_restrict_a_query_that_ignores_them(tox, club):

@@ -160,15 +160,33 @@ def _explain_unknown_column(text: str, tree: exp.Expression, schema: Schema) -> 
         if missing:
             msg += f" (join {missing[0]})"
         else:  # the owner is in the query, but in another scope: "not in the tables used" read as a contradiction
-            return (f"column '{name}' of {owners[0]} is not visible where it is used: a subquery or derived table "
-                    f"in between does not select it; select {name} inside it, or use it only where {owners[0]} "
-                    "is in FROM")
+            stray = _unknown_qualifier(name, tree)
+            if stray:
+                return stray
+            return (f"column '{name}' of {owners[0]} is used where {owners[0]} is not in FROM (another SELECT, a "
+                    f"UNION branch, or outside a subquery that does not select it); select {name} inside it, or "
+                    f"use it only where {owners[0]} is in FROM")
     else:
         msg += "; no table has such a column"
         near = _near_columns(name, schema, used)
         if near:
             msg += f" (did you mean {' or '.join(near)}?)"
     return msg
+
+
+def _unknown_qualifier(name: str, tree: exp.Expression) -> str | None:
+    """``T1.event_name`` after the model renamed ``event AS T1`` to ``event AS event``: the qualifier
+    names no table, alias, subquery or CTE of the query."""
+    known = {t.alias_or_name.lower() for t in tree.find_all(exp.Table)}
+    known |= {t.name.lower() for t in tree.find_all(exp.Table)}
+    known |= {s.alias.lower() for s in tree.find_all(exp.Subquery) if s.alias}
+    known |= {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    for col in tree.find_all(exp.Column):
+        if col.name.lower() == name.lower() and col.table and col.table.lower() not in known:
+            tables = ", ".join(sorted({t.sql() for t in tree.find_all(exp.Table)}))
+            return (f"column {col.table}.{col.name}: the query has no table or alias {col.table!r} "
+                    f"(its tables: {tables}); qualify {col.name} with one of them")
+    return None
 
 
 def _near_columns(name: str, schema: Schema, used: list[str]) -> list[str]:
