@@ -750,8 +750,22 @@ def test_a_plan_cut_off_inside_a_list_of_category_members_is_told_not_to_enumera
     states = ", ".join(f"\\'{s}\\'" for s in ["Maine", "New York", "New Jersey", "Delaware", "Maryland", "Virginia",
                                               "North Carolina"])
     cut = '{"sql": "SELECT COUNT(*) FROM zip_code WHERE state IN (' + states + ", \\'South"
-    llm = ScriptedLLM(["yes", cut, '{"sql": "SELECT COUNT(*) FROM zip_code", "operators": []}'])
+    llm = ScriptedLLM(["yes", cut, "{state} is on the Atlantic coast",
+                       '{"sql": "SELECT COUNT(*) FROM zip_code", "operators": []}'])
     plan, attempts = Planner(db, llm, SemEngine(llm), exemplars=0).make("How many zip codes are on the Atlantic coast?")
     assert plan.sql == "SELECT COUNT(*) FROM zip_code"
     assert "do not enumerate the members of a category" in attempts[1]["error"]
-    assert "do not enumerate the members of a category" in llm.prompts[-1][-1].content
+    retry = llm.prompts[-1][-1].content
+    assert "do not enumerate the members of a category" in retry
+    # made concrete: the filter to write, its statement written for the listed column of zip_code
+    assert "here: LM_FILTER('{state} is on the Atlantic coast', state) instead of state IN (...)" in retry
+    assert "zip_code.state" in llm.prompts[2][-1].content
+
+
+def test_an_enumeration_of_no_known_column_keeps_the_general_hint(shared_data):
+    db = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    values = ", ".join(f"\\'{v}\\'" for v in "abcdefgh")
+    cut = '{"sql": "SELECT COUNT(*) FROM zip_code WHERE region IN (' + values + ", \\'i"
+    llm = ScriptedLLM(["yes", cut, '{"sql": "SELECT COUNT(*) FROM zip_code", "operators": []}'])
+    _, attempts = Planner(db, llm, SemEngine(llm), exemplars=0).make("How many zip codes are in the East?")
+    assert attempts[1]["error"].endswith("LM_FILTER('{column} is a ...', column))")

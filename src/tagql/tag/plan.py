@@ -157,6 +157,7 @@ def _enumerated_values(sql: str) -> int:
     return max((len(re.findall(r"'[^']*'", x)) for x in lists), default=0)
 
 
+_LISTED_COLUMN = re.compile(r"([\w.\"`]+)\s+IN\s*\(\s*'[^']*'\s*,", re.IGNORECASE)  # "State IN ('New Jersey', ..."
 ENUMERATION_HINT = ("it lists values until the reply is cut off: do not enumerate the members of a category; select "
                     "the column and let the language model judge each stored value with "
                     "LM_FILTER('{column} is a ...', column)")
@@ -572,7 +573,7 @@ class Planner:
                 except LLMOutputError as exc:  # a reply cut off inside an IN list of the category's members
                     if _enumerated_values(reply.text.replace("\\'", "'")) < 6:
                         raise
-                    raise PlanError(exc.message, ENUMERATION_HINT) from exc
+                    raise PlanError(exc.message, self.enumeration_hint(reply.text, question)) from exc
                 relaxed = relax_guessed_values(plan, self.db.dialect, self.db)
                 if relaxed:
                     attempts.append({"relaxed": relaxed})
@@ -633,6 +634,23 @@ class Planner:
             node.replace(call)
         plan.sql = tree.sql(dialect=self.db.dialect)
         return notes
+
+    def enumeration_hint(self, text: str, question: str) -> str:
+        """:data:`ENUMERATION_HINT`, made concrete when the listed column is a real one: the filter to
+        write instead, with its statement from :meth:`criterion` (the 1.5B model ignored the general hint
+        and looped over the same states again)."""
+        m = _LISTED_COLUMN.search(text.replace("\\'", "'"))
+        if m is None:
+            return ENUMERATION_HINT
+        name = m.group(1).rsplit(".", 1)[-1].strip('"`')
+        owners = [t for t in self.db.schema.tables if t.column(name) is not None]
+        if not owners:
+            return ENUMERATION_HINT
+        words = set(re.findall(r"[a-z]+", question.lower()))
+        table = next((t for t in owners if set(re.findall(r"[a-z]+", t.name.lower())) & words), owners[0])
+        column = table.column(name).name
+        statement = self.criterion(question, column, table.name).replace("'", "''")
+        return f"{ENUMERATION_HINT}; here: LM_FILTER('{statement}', {column}) instead of {column} IN (...)"
 
     def criterion(self, question: str, column: str, table: str) -> str:
         """The question's condition on one value of ``table.column``, as a statement with ``{column}``."""
