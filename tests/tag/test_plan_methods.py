@@ -248,6 +248,20 @@ def test_guessed_values_become_lm_filters_on_hybrid_plans(superhero):
     assert "publisher.publisher_name" in llm.prompts[2][-1].content  # the criterion call names the column
 
 
+def test_a_guessed_not_like_becomes_a_negated_lm_filter(shared_data):
+    club = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    sql = ("SELECT SUM(CASE WHEN zip_code.state LIKE '%Atlantic Coast%' THEN 1 ELSE 0 END) AS atlantic, "
+           "SUM(CASE WHEN zip_code.state NOT LIKE '%Atlantic Coast%' THEN 1 ELSE 0 END) AS other "
+           "FROM member JOIN zip_code ON member.zip = zip_code.zip_code")
+    guess = {"sql": sql, "operators": []}
+    llm = ScriptedLLM(["yes", json.dumps(guess), "{state} is an Atlantic coast state",
+                       "{state} is an Atlantic coast state"])
+    plan, _ = Planner(club, llm, SemEngine(llm), exemplars=0).make(
+        "Do more members live in Atlantic coast states or in other states?")
+    f = "LM_FILTER('{state} is an Atlantic coast state', zip_code.state)"
+    assert f"CASE WHEN {f} THEN 1" in plan.sql and f"CASE WHEN NOT {f} THEN 1" in plan.sql
+
+
 @pytest.mark.parametrize("where, question", [
     ("superhero_name = 'Batman'", "What is Batman's full name?"),  # named in the question and stored
     ("superhero_name IN ('Batman', 'Superman')", "Who is heavier, Batman or Superman?"),
@@ -755,7 +769,10 @@ def test_a_plan_cut_off_inside_a_list_of_category_members_is_told_not_to_enumera
     plan, attempts = Planner(db, llm, SemEngine(llm), exemplars=0).make("How many zip codes are on the Atlantic coast?")
     assert plan.sql == "SELECT COUNT(*) FROM zip_code"
     assert "do not enumerate the members of a category" in attempts[1]["error"]
-    retry = llm.prompts[-1][-1].content
+    retry = llm.prompts[-1]
+    assert len(retry) == len(llm.prompts[1])  # a fresh prompt: its own looping reply is not shown again
+    retry = retry[-1].content
+    assert "Note: a plan that lists values until the reply is cut off" in retry and "New Jersey" not in retry
     assert "do not enumerate the members of a category" in retry
     # made concrete: the filter to write, its statement written for the listed column of zip_code
     assert "here: LM_FILTER('{state} is on the Atlantic coast', state) instead of state IN (...)" in retry

@@ -565,7 +565,9 @@ class Planner:
                                            **({"similar_questions": [e.question for e in similar]} if similar else {})}]
         last: TagqlError | None = None
         empty: Plan | None = None  # a valid plan whose SQL finds nothing: kept in case the repair fails
+        first = messages
         for _ in range(self.retries + 1):
+            cut_off = False
             reply = self.llm.complete(messages, max_tokens=self.max_tokens, json_schema=PLAN_SCHEMA)
             try:
                 try:
@@ -573,6 +575,7 @@ class Planner:
                 except LLMOutputError as exc:  # a reply cut off inside an IN list of the category's members
                     if _enumerated_values(reply.text.replace("\\'", "'")) < 6:
                         raise
+                    cut_off = True
                     raise PlanError(exc.message, self.enumeration_hint(reply.text, question)) from exc
                 relaxed = relax_guessed_values(plan, self.db.dialect, self.db)
                 if relaxed:
@@ -596,8 +599,12 @@ class Planner:
             except (LLMOutputError, PlanError) as exc:
                 attempts.append({"plan": reply.text.strip()[:2000], "error": exc.one_line()})
                 last = exc
-                messages = messages + [Message("assistant", reply.text.strip() or "(empty)"),
-                                       user(prompts.plan_repair_prompt(exc.one_line()))]
+                if cut_off:  # shown its own looping reply, the 1.5B model wrote it again word for word
+                    messages = first[:-1] + [user(first[-1].content + "\n\nNote: a plan that "
+                                                  + exc.hint.replace("it lists", "lists", 1))]
+                else:
+                    messages = messages + [Message("assistant", reply.text.strip() or "(empty)"),
+                                           user(prompts.plan_repair_prompt(exc.one_line()))]
                 continue
             # a hybrid question whose plan does it all in SQL is kept: forcing an operator on such a plan
             # made the 1.5B model add filters that judged nothing useful (bench/results/tag_accuracy_s12.json)
@@ -629,7 +636,10 @@ class Planner:
         for g in guesses:
             node = g.node
             statement = self.criterion(question, g.column.name, g.table)
-            call = exp.Anonymous(this="LM_FILTER", expressions=[exp.Literal.string(statement), g.column.copy()])
+            call: exp.Expression = exp.Anonymous(this="LM_FILTER",
+                                                 expressions=[exp.Literal.string(statement), g.column.copy()])
+            if node.args.get("negate"):  # sqlglot keeps ``NOT LIKE`` as a negated LIKE: the NOT stays
+                call = exp.Not(this=call)
             notes.append(f"{node.sql(dialect=self.db.dialect)} -> {call.sql(dialect=self.db.dialect)}")
             node.replace(call)
         plan.sql = tree.sql(dialect=self.db.dialect)
