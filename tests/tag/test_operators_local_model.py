@@ -17,15 +17,16 @@ def llm():
 
 
 def test_filter_with_real_model_dedupes_and_answers_booleans(llm):
-    rows = [("Palo Alto",), ("Fresno",), ("Palo Alto",), ("Cupertino",), ("Fresno",)]
+    rows = [("Palo Alto",), ("Boston",), ("Palo Alto",), ("Fresno",), ("Boston",)]
     eng = SemEngine(llm)
     before = llm.usage.calls
-    # the TAG paper's phrasing; "... in the Silicon Valley region of California" made the model (on an AMD
-    # EPYC host's llama.cpp build) accept Fresno and Sacramento for "California"
-    out = SemTable(["City"], rows, eng).sem_filter("{City} is a city in Silicon Valley")
+    # A criterion with wide margins on every host: llama.cpp's CPU kernels differ by instruction set, and
+    # the TAG paper's "{City} is a city in Silicon Valley" is a near tie for this 1.5B model (P(yes) for
+    # Palo Alto above 0.5 on an AMD EPYC build, 0.22 on an AMX Xeon build); "... in California" is
+    # 0.87 / 0.86 for Palo Alto / Fresno and 0.04 for Boston there.
+    out = SemTable(["City"], rows, eng).sem_filter("{City} is a city in California")
     assert llm.usage.calls - before == 3  # three distinct cities
-    kept = {r[0] for r in out.rows}
-    assert "Fresno" not in kept and "Palo Alto" in kept
+    assert [r[0] for r in out.rows] == ["Palo Alto", "Palo Alto", "Fresno"]
 
 
 def test_score_with_real_model_returns_digits(llm):
