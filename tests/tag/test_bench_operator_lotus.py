@@ -21,6 +21,16 @@ def test_rows_and_labels_come_from_world_1(shared_data, load_bench):
                                       "ON ci.CountryCode = co.Code WHERE ci.ID = ?", (rid,)).fetchone()
         assert (name, cont == "Europe", pop) == (country, europe[rid], population[rid])
     assert 100 < sum(europe.values()) < 400
+    labels = bench.filter_labels([r[0] for r in rows], list(bench.FILTERS))
+    assert labels["europe"] == europe
+    for rid, city, country in rows[:40]:
+        cont, english = con.execute(
+            "SELECT co.Continent, EXISTS (SELECT 1 FROM countrylanguage cl WHERE cl.CountryCode = co.Code "
+            "AND cl.Language = 'English' AND cl.IsOfficial = 'T') FROM city ci JOIN country co "
+            "ON ci.CountryCode = co.Code WHERE ci.ID = ?", (rid,)).fetchone()
+        assert (labels["africa"][rid], labels["asia"][rid], labels["english"][rid]) == (
+            cont == "Africa", cont == "Asia", bool(english))
+    assert all(50 < sum(v.values()) < 500 for v in labels.values())  # no filter keeps (almost) nothing or all
 
 
 def test_metrics(load_bench):
@@ -41,17 +51,45 @@ def test_scripted_run_counts_calls_exactly(shared_data, tmp_path, load_bench):
     rows, _, _ = bench.load(60)
     countries = len({r[2] for r in rows})
     r = res["results"]
-    assert res["distinct_countries"] == countries and "lotus" not in r
-    assert r["tagql"]["filter"]["lm_calls"] == countries  # dedupe on {country}
-    assert r["tagql_batch8"]["filter"]["lm_calls"] == -(-countries // 8)
-    assert r["naive"]["filter"]["lm_calls"] == 60 and r["naive"]["topk"]["lm_calls"] == 60
+    nf = len(bench.FILTERS)
+    assert res["distinct_countries"] == countries and "lotus" not in r and list(res["filters"]) == list(bench.FILTERS)
+    for name in bench.FILTERS:  # dedupe on {country}, per filter
+        assert r["tagql"]["filters"][name]["lm_calls"] == countries
+        assert r["tagql_batch8"]["filters"][name]["lm_calls"] == -(-countries // 8)
+        assert r["naive"]["filters"][name]["lm_calls"] == 60
+    assert r["tagql"]["filter"]["lm_calls"] == nf * countries  # the summary adds the filters up
+    assert r["naive"]["topk"]["lm_calls"] == 60
     assert r["tagql_warm"]["filter"]["lm_calls"] == 0 and r["tagql_warm"]["topk"]["lm_calls"] == 0
     # one expected score (digit probabilities) per distinct row, no tie-break calls
     assert r["tagql"]["topk"]["lm_calls"] == 60 and r["tagql_batch8"]["topk"]["lm_calls"] == 8
     for m in ("tagql", "tagql_batch8", "tagql_warm", "naive"):  # the scripted LM knows the labels
         assert r[m]["filter"]["accuracy"] == 1.0
+        assert all(f["accuracy"] == 1.0 for f in r[m]["filters"].values())
     assert r["tagql"]["topk"]["precision_at_k"] == r["tagql_batch8"]["topk"]["precision_at_k"] == 1.0
     assert r["naive"]["topk"]["precision_at_k"] < 1.0  # integer scores tie: row order decides
+    one = tmp_path / "one.json"  # a single filter
+    assert bench.main(["--scripted", "--rows", "60", "--ops", "filter", "--filters", "asia",
+                       "--methods", "tagql", "--out", str(one)]) == 0
+    assert json.loads(one.read_text())["results"]["tagql"]["filter"]["filters"] == ["asia"]
+
+
+def test_filter_target_is_judged_on_the_mean_accuracy_over_filters(load_bench):
+    bench = load_bench("tag_operator_lotus")
+    truth = {"europe": {1: True, 2: False}, "asia": {1: False, 2: True}}
+    results = {
+        "tagql": {"filters": {"europe": {"lm_calls": 10, "seconds": 2.0, "ids": [1, 2]},
+                              "asia": {"lm_calls": 10, "seconds": 2.0, "ids": [2]}}},
+        "lotus": {"filters": {"europe": {"lm_calls": 100, "seconds": 20.0, "ids": [1]},
+                              "asia": {"lm_calls": 100, "seconds": 20.0, "ids": [1]}}},
+    }
+    bench.summarize(results, truth, {}, 1)
+    assert results["tagql"]["filter"] == {"filters": ["europe", "asia"], "lm_calls": 20, "seconds": 4.0,
+                                          "accuracy": 0.75}
+    assert results["lotus"]["filter"]["accuracy"] == 0.5
+    t = bench.targets(results)["filter"]
+    assert (t["calls_ratio"], t["speedup"], t["met"]) == (10.0, 10.0, True)
+    assert t["filters_at_least_lotus"] == {"europe": False, "asia": True}  # europe alone would miss it
+    assert "asia" in bench.table(results, 2, 1)
 
 
 def test_lotus_worker_flattens_text_parts_only(load_bench):

@@ -354,7 +354,8 @@ class LocalLLM:
         self.min_draft = MIN_DRAFT  # drafts are never cut below this length (1: the pre-floor behaviour)
         self.recent = RecentOutputs(recent_outputs)  # earlier outputs per system prompt, searched for drafts
         self.usage = Usage()
-        self._llama, self._prefixes, self._lock = _load(self.path, n_ctx, n_threads or os.cpu_count() or 2, seed)
+        self.n_threads = n_threads or os.cpu_count() or 2
+        self._llama, self._prefixes, self._lock = _load(self.path, n_ctx, self.n_threads, seed)
         self._disk: _DiskStates | None = None  # evaluated system prefixes kept across processes
         if state_dir is not None:
             import llama_cpp
