@@ -35,9 +35,10 @@ def spider_collection(name: str = "spider-bench", settings: Settings | None = No
 
 
 def ensure_router(coll: Collection, *, rebuild: bool = False, questions_per_table: int | None = None,
-                  finetune: bool | None = None) -> float | None:
+                  finetune: bool | None = None, tuned_steps: int | None = None) -> float | None:
     """Train the ``ours`` router of ``coll`` unless its index exists; the build time in s (None = reused).
-    ``finetune``: fine-tune the encoder in the build (None: the BuildConfig default)."""
+    ``finetune``: fine-tune the encoder in the build; ``tuned_steps``: steps of the contrastive table
+    encoder (None: the BuildConfig defaults)."""
     if not rebuild and (coll.path / "router" / "meta.json").exists():
         return None
     from tagql.routing.ours import BuildConfig, GraphRouter
@@ -45,6 +46,8 @@ def ensure_router(coll: Collection, *, rebuild: bool = False, questions_per_tabl
     kw: dict = {"questions_per_table": questions_per_table} if questions_per_table else {}
     if finetune is not None:
         kw["finetune"] = finetune
+    if tuned_steps is not None:
+        kw["tuned_steps"] = tuned_steps
     cfg = BuildConfig(**kw)
     t = time.perf_counter()
     last: list = ["", 0.0]
@@ -71,6 +74,8 @@ def main() -> None:
     ft.add_argument("--finetune", dest="finetune", action="store_true", default=None,
                     help="with --rebuild: fine-tune the encoder on Spider-Syn train pairs in the build")
     ft.add_argument("--no-finetune", dest="finetune", action="store_false")
+    ap.add_argument("--tuned-steps", type=int, default=None,
+                    help="with --rebuild: steps of the contrastive table encoder (0 = none)")
     ap.add_argument("--latency-questions", type=int, default=100, help="questions routed one at a time for p50/p95")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a query-time setting of the 'ours' router (e.g. wordnet_senses=0), no rebuild")
@@ -84,7 +89,7 @@ def main() -> None:
     router_build = None
     if "ours" in args.methods:
         router_build = ensure_router(coll, rebuild=args.rebuild, questions_per_table=args.questions_per_table,
-                                     finetune=args.finetune)
+                                     finetune=args.finetune, tuned_steps=args.tuned_steps)
     tables = {db: coll.schema(db).table_names for db in coll.databases}
 
     dev = json.loads((DATA / "spider" / "dev.json").read_text())

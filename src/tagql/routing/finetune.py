@@ -133,3 +133,61 @@ def finetune_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *, m
             "seed": seed, "loss": loss, "anchors": len(anchors), "loss_first": round(float(np.mean(losses[:10])), 4) if losses else None,
             "loss_last": round(float(np.mean(losses[-10:])), 4) if losses else None,
             "finetune_s": round(time.perf_counter() - t0, 1)}
+
+
+def contrastive_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *, steps: int,
+                        batch_size: int = 32, lr: float = 3e-5, scale: float = 20.0, max_len: int = 96,
+                        seed: int = 0, model_dir: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
+    """Fine-tune a copy of the sentence encoder on ``(synthetic question, its table document)`` pairs with
+    the multiple negatives ranking loss (the other documents of the batch are the negatives) and save it
+    to ``out_dir``; returns the cost.
+
+    This is DBCopilot's "the router learns the collection from its synthetic questions" as a *second*
+    encoder: the router keeps the original one for its memory and features (the ranking loss reshapes the
+    space, see ``finetune_encoder``) and adds this one's similarities as database-scorer features.
+    ``steps`` batches are drawn in a seeded order (pairs cycle when there are fewer); a document that
+    occurs twice in a batch is one target, so no question is pushed away from its own table."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from sentence_transformers import SentenceTransformer
+
+    from tagql.embeddings import minilm_dir
+
+    t0 = time.perf_counter()
+    torch.manual_seed(seed)
+    model = SentenceTransformer(model_dir or str(minilm_dir()), device="cpu")
+    model.max_seq_length = max_len
+    order = [p for p in pairs if p[0] and p[1]]
+    random.Random(seed).shuffle(order)
+    if not order or steps <= 0:
+        raise ValueError("contrastive fine-tuning needs pairs and steps > 0")
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    n_warm = max(1, steps // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / n_warm, max(0.0, (steps - s) / max(1, steps - n_warm))))
+    model.train()
+    losses = []
+    for step in range(steps):
+        batch = [order[(step * batch_size + i) % len(order)] for i in range(batch_size)]
+        docs = list(dict.fromkeys(d for _, d in batch))
+        texts = [q for q, _ in batch] + docs
+        feats = model.preprocess(texts) if hasattr(model, "preprocess") else model.tokenize(texts)
+        emb = F.normalize(model(feats)["sentence_embedding"], dim=-1)
+        sims = scale * emb[:batch_size] @ emb[batch_size:].T
+        value = F.cross_entropy(sims, torch.tensor([docs.index(d) for _, d in batch]))
+        opt.zero_grad()
+        value.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(value.detach()))
+        if progress:
+            progress("fine-tuning the table encoder", step + 1, steps)
+    model.eval()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save(str(out))
+    return {"pairs": len(order), "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
+            "loss_first": round(float(np.mean(losses[:10])), 4), "loss_last": round(float(np.mean(losses[-10:])), 4),
+            "tuned_s": round(time.perf_counter() - t0, 1)}
