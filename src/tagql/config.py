@@ -50,6 +50,12 @@ class LLMSettings(BaseModel):
     # local: keep each evaluated schema prompt's KV state under <cache_dir>/kv/ (~30 MB per 1k tokens),
     # so the first question on a database in a new process skips its evaluation
     persist_prefixes: bool = True
+    # local: let llama.cpp repack the weights for this CPU's fastest kernels (AMX on recent Xeons, REPACK).
+    # They round differently from the plain kernels, and the 1.5B model's near ties follow: on an AMX Xeon,
+    # P(yes) for "Palo Alto is a city in Silicon Valley" is 0.22 with them and 0.55 without (0.55 as on
+    # AVX2 hosts); prompts evaluate ~2.6x faster with them there. false: the same numerics on every
+    # x86 host (to compare benchmark runs across machines), slower.
+    extra_buffers: bool = True
     # openai-compatible endpoint
     base_url: str = "http://127.0.0.1:8080/v1"
     api_key: str | None = None  # falls back to $OPENAI_API_KEY

@@ -39,7 +39,7 @@ def make_llm(
         return LocalLLM(
             path, n_ctx=cfg.n_ctx, n_threads=cfg.n_threads, seed=cfg.seed, temperature=cfg.temperature,
             name=cfg.model if cfg.model in PACKS or cfg.model in REQUANTIZED else None, lookup_decoding=cfg.lookup_decoding,
-            recent_outputs=cfg.recent_outputs, state_dir=state_dir,
+            recent_outputs=cfg.recent_outputs, state_dir=state_dir, extra_buffers=cfg.extra_buffers,
         )
     from tagql.errors import ConfigError
 

@@ -64,13 +64,14 @@ def _silence_llama_logs() -> None:
 
 
 @contextmanager
-def _context_params(**fields: Any) -> Iterator[None]:
-    """Let ``Llama()`` create its context with extra parameters it has no argument for (several KV
-    sequences sharing one unified cache), by amending llama.cpp's defaults while it is built."""
+def _default_params(which: str, **fields: Any) -> Iterator[None]:
+    """Let ``Llama()`` build its model or context with parameters it has no argument for, by amending
+    llama.cpp's defaults (``which``: ``llama_model_default_params`` / ``llama_context_default_params``)
+    while it is built."""
     import llama_cpp.llama as llama_module
 
     lib = llama_module.llama_cpp
-    original = lib.llama_context_default_params
+    original = getattr(lib, which)
 
     def amended() -> Any:
         params = original()
@@ -78,11 +79,11 @@ def _context_params(**fields: Any) -> Iterator[None]:
             setattr(params, name, value)
         return params
 
-    lib.llama_context_default_params = amended
+    setattr(lib, which, amended)
     try:
         yield
     finally:
-        lib.llama_context_default_params = original
+        setattr(lib, which, original)
 
 
 def _guard_sequence_zero(llama: Any) -> None:
@@ -94,8 +95,11 @@ def _guard_sequence_zero(llama: Any) -> None:
     ctx.kv_cache_seq_rm = lambda seq, p0, p1: remove(max(seq, 0), p0, p1)
 
 
-def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> tuple[Any, _PrefixStates, threading.Lock]:
-    """Load a GGUF once per process (loading takes seconds and ~1 GB)."""
+def _load(path: Path, n_ctx: int, n_threads: int, seed: int, extra_buffers: bool = True
+          ) -> tuple[Any, _PrefixStates, threading.Lock]:
+    """Load a GGUF once per process (loading takes seconds and ~1 GB). ``extra_buffers``: llama.cpp may
+    repack the weights for the CPU's fastest kernels (AMX, REPACK); they round differently, so near-tie
+    tokens of a small model can flip between hosts (see ``LLMSettings.extra_buffers``)."""
     try:
         from llama_cpp import Llama
     except ImportError as exc:
@@ -103,12 +107,14 @@ def _load(path: Path, n_ctx: int, n_threads: int, seed: int) -> tuple[Any, _Pref
             "the local backend needs llama-cpp-python", "install it with: pip install 'tagql[local]'"
         ) from exc
     _silence_llama_logs()
-    key = (str(path), n_ctx, n_threads, seed)
+    key = (str(path), n_ctx, n_threads, seed, extra_buffers)
     with _MODELS_LOCK:
         if key not in _MODELS:
             try:
                 prefixes = _PrefixStates()
-                with _context_params(n_seq_max=prefixes.hot + 1, kv_unified=True):
+                # several KV sequences sharing one unified cache (see _PrefixStates); optionally no repacking
+                with _default_params("llama_context_default_params", n_seq_max=prefixes.hot + 1, kv_unified=True), \
+                        _default_params("llama_model_default_params", use_extra_bufts=extra_buffers):
                     llama = Llama(
                         model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
                         seed=seed, verbose=False,
@@ -342,7 +348,7 @@ class LocalLLM:
     def __init__(
         self, model_path: Path, *, n_ctx: int = 8192, n_threads: int | None = None, seed: int = 0,
         temperature: float = 0.0, name: str | None = None, lookup_decoding: bool = True,
-        recent_outputs: int = RECENT_OUTPUTS, state_dir: Path | None = None,
+        recent_outputs: int = RECENT_OUTPUTS, state_dir: Path | None = None, extra_buffers: bool = True,
     ) -> None:
         self.path = Path(model_path)
         self.name = name or self.path.stem
@@ -355,13 +361,15 @@ class LocalLLM:
         self.recent = RecentOutputs(recent_outputs)  # earlier outputs per system prompt, searched for drafts
         self.usage = Usage()
         self.n_threads = n_threads or os.cpu_count() or 2
-        self._llama, self._prefixes, self._lock = _load(self.path, n_ctx, self.n_threads, seed)
+        self.extra_buffers = extra_buffers
+        self._llama, self._prefixes, self._lock = _load(self.path, n_ctx, self.n_threads, seed, extra_buffers)
         self._disk: _DiskStates | None = None  # evaluated system prefixes kept across processes
         if state_dir is not None:
             import llama_cpp
 
             stat = self.path.stat()
             stamp = f"{self.path.stem}-{stat.st_size}-{stat.st_mtime_ns}-llama-cpp-{llama_cpp.__version__}"
+            stamp += "" if extra_buffers else "-plain"  # KV states computed by other kernels are not reused
             self._disk = _DiskStates(Path(state_dir) / stamp)
         self._formatter, self._prefix_formatter = _formatters(self._llama)
 
