@@ -117,22 +117,34 @@ def finetune_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *, m
             target = torch.stack([teacher[b] for _, b in batch])
             # squared distance of unit vectors, summed over dimensions (= 2 - 2 cos), mean over the batch
             value = value + ((emb[:n] - target) ** 2).sum(-1).mean() + ((emb[n:2 * n] - target) ** 2).sum(-1).mean()
-        opt.zero_grad()
-        value.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(float(value.detach()))
+        losses.append(_update(model, opt, sched, value))
         if progress:
             progress("fine-tuning the encoder", step + 1, len(batches))
-    model.eval()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save(str(out))
+    _save(model, out_dir)
     return {"pairs": len(pairs), "steps": len(batches), "epochs": epochs, "lr": lr, "batch_size": batch_size,
             "seed": seed, "loss": loss, "anchors": len(anchors), "loss_first": round(float(np.mean(losses[:10])), 4) if losses else None,
             "loss_last": round(float(np.mean(losses[-10:])), 4) if losses else None,
             "finetune_s": round(time.perf_counter() - t0, 1)}
+
+
+def _update(model: Any, opt: Any, sched: Any, value: Any) -> float:
+    """One optimiser step on the loss ``value`` (gradients clipped to norm 1); the loss as a float."""
+    import torch
+
+    opt.zero_grad()
+    value.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    return float(value.detach())
+
+
+def _save(model: Any, out_dir: str | Path) -> None:
+    """The trained encoder in eval mode, saved as a sentence-transformers folder at ``out_dir``."""
+    model.eval()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save(str(out))
 
 
 def contrastive_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *, steps: int,
@@ -176,18 +188,10 @@ def contrastive_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *
         emb = F.normalize(model(feats)["sentence_embedding"], dim=-1)
         sims = scale * emb[:batch_size] @ emb[batch_size:].T
         value = F.cross_entropy(sims, torch.tensor([docs.index(d) for _, d in batch]))
-        opt.zero_grad()
-        value.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(float(value.detach()))
+        losses.append(_update(model, opt, sched, value))
         if progress:
             progress("fine-tuning the table encoder", step + 1, steps)
-    model.eval()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save(str(out))
+    _save(model, out_dir)
     return {"pairs": len(order), "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
             "loss_first": round(float(np.mean(losses[:10])), 4), "loss_last": round(float(np.mean(losses[-10:])), 4),
             "tuned_s": round(time.perf_counter() - t0, 1)}
