@@ -74,7 +74,6 @@ FILTERS: dict[str, tuple[str, str]] = {
                 "EXISTS (SELECT 1 FROM countrylanguage cl WHERE cl.CountryCode = co.Code "
                 "AND cl.Language = 'English' AND cl.IsOfficial = 'T')"),
 }
-FILTER = FILTERS["europe"][0]
 TOPK = "{city}, {country} is one of the most populous cities in the world"
 COLUMNS = ["id", "city", "country"]
 METHODS = ("tagql", "tagql_nocascade", "tagql_batch8", "tagql_warm", "naive", "lotus")
