@@ -64,16 +64,10 @@ def finetune_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *, m
     import numpy as np
     import torch
     import torch.nn.functional as F
-    from sentence_transformers import SentenceTransformer
-
-    from tagql.embeddings import minilm_dir
 
     t0 = time.perf_counter()
     random.seed(seed)
     np.random.seed(seed)
-    torch.manual_seed(seed)
-    model = SentenceTransformer(model_dir or str(minilm_dir()), device="cpu")
-    model.max_seq_length = max_len
     pairs = [(a, b) for a, b in pairs if a and b]
     rng = random.Random(seed)
     batches: list[list[tuple[str, str]]] = []
@@ -81,10 +75,7 @@ def finetune_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *, m
         order = list(pairs)
         rng.shuffle(order)
         batches += [order[i:i + batch_size] for i in range(0, len(order), batch_size) if len(order[i:i + batch_size]) > 1]
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    n_warm = max(1, int(warmup * len(batches)))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / n_warm, max(0.0, (len(batches) - s) / max(1, len(batches) - n_warm))))
+    model, opt, sched = _trainable(model_dir, max_len, lr, len(batches), int(warmup * len(batches)), seed)
     teacher = None
     anchors = list(dict.fromkeys(anchors))
     rng.shuffle(anchors)
@@ -102,9 +93,7 @@ def finetune_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *, m
         texts = [a for a, _ in batch] + [b for _, b in batch]
         held = [anchors[(step * batch_size + i) % len(anchors)] for i in range(len(batch))] if anchors else []
         texts += held
-        feats = model.preprocess(texts) if hasattr(model, "preprocess") else model.tokenize(texts)
-        emb = model(feats)["sentence_embedding"]
-        emb = F.normalize(emb, dim=-1)
+        emb = _unit_vectors(model, texts)
         n = len(batch)
         value = torch.zeros(())
         if loss in ("mnrl", "both"):
@@ -125,6 +114,34 @@ def finetune_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *, m
             "seed": seed, "loss": loss, "anchors": len(anchors), "loss_first": round(float(np.mean(losses[:10])), 4) if losses else None,
             "loss_last": round(float(np.mean(losses[-10:])), 4) if losses else None,
             "finetune_s": round(time.perf_counter() - t0, 1)}
+
+
+def _trainable(model_dir: str | None, max_len: int, lr: float, steps: int, warm: int, seed: int
+               ) -> tuple[Any, Any, Any]:
+    """(encoder, AdamW, schedule) for ``steps`` optimiser steps: the encoder at ``model_dir`` (default
+    MiniLM) loaded after seeding torch, the learning rate warmed up linearly over ``warm`` steps (at least
+    one), then decayed linearly to 0."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from tagql.embeddings import minilm_dir
+
+    torch.manual_seed(seed)
+    model = SentenceTransformer(model_dir or str(minilm_dir()), device="cpu")
+    model.max_seq_length = max_len
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    n_warm = max(1, warm)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / n_warm, max(0.0, (steps - s) / max(1, steps - n_warm))))
+    return model, opt, sched
+
+
+def _unit_vectors(model: Any, texts: list[str]) -> Any:
+    """The encoder's sentence embeddings of ``texts`` with gradients, L2-normalised."""
+    import torch.nn.functional as F
+
+    feats = model.preprocess(texts) if hasattr(model, "preprocess") else model.tokenize(texts)
+    return F.normalize(model(feats)["sentence_embedding"], dim=-1)
 
 
 def _update(model: Any, opt: Any, sched: Any, value: Any) -> float:
@@ -162,30 +179,19 @@ def contrastive_encoder(pairs: Sequence[tuple[str, str]], out_dir: str | Path, *
     import numpy as np
     import torch
     import torch.nn.functional as F
-    from sentence_transformers import SentenceTransformer
-
-    from tagql.embeddings import minilm_dir
 
     t0 = time.perf_counter()
-    torch.manual_seed(seed)
-    model = SentenceTransformer(model_dir or str(minilm_dir()), device="cpu")
-    model.max_seq_length = max_len
     order = [p for p in pairs if p[0] and p[1]]
     random.Random(seed).shuffle(order)
     if not order or steps <= 0:
         raise ValueError("contrastive fine-tuning needs pairs and steps > 0")
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    n_warm = max(1, steps // 10)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / n_warm, max(0.0, (steps - s) / max(1, steps - n_warm))))
+    model, opt, sched = _trainable(model_dir, max_len, lr, steps, steps // 10, seed)
     model.train()
     losses = []
     for step in range(steps):
         batch = [order[(step * batch_size + i) % len(order)] for i in range(batch_size)]
         docs = list(dict.fromkeys(d for _, d in batch))
-        texts = [q for q, _ in batch] + docs
-        feats = model.preprocess(texts) if hasattr(model, "preprocess") else model.tokenize(texts)
-        emb = F.normalize(model(feats)["sentence_embedding"], dim=-1)
+        emb = _unit_vectors(model, [q for q, _ in batch] + docs)
         sims = scale * emb[:batch_size] @ emb[batch_size:].T
         value = F.cross_entropy(sims, torch.tensor([docs.index(d) for _, d in batch]))
         losses.append(_update(model, opt, sched, value))
