@@ -81,16 +81,15 @@ SERVER_ALIAS = "tagql-bench"  # the model name LOTUS asks llama.cpp's server for
 
 
 # -- data and labels ----------------------------------------------------------------------------------
-def load(n: int, seed: int = 0) -> tuple[list[tuple[int, str, str]], dict[int, bool], dict[int, int]]:
-    """(rows, europe label per id, population per id) for the first ``n`` of a seeded 1,000-row sample
-    (more than 1,000 rows: a larger sample)."""
+def load(n: int, seed: int = 0) -> tuple[list[tuple[int, str, str]], dict[int, int]]:
+    """(rows, population per id) for the first ``n`` of a seeded 1,000-row sample (more than 1,000 rows:
+    a larger sample); the filters' labels: :func:`filter_labels`."""
     con = sqlite3.connect(f"file:{DB}?mode=ro", uri=True)
-    allrows = con.execute("SELECT ci.ID, ci.Name, co.Name, co.Continent, ci.Population FROM city ci "
+    allrows = con.execute("SELECT ci.ID, ci.Name, co.Name, ci.Population FROM city ci "
                           "JOIN country co ON ci.CountryCode = co.Code ORDER BY ci.ID").fetchall()
     con.close()
     sample = random.Random(seed).sample(allrows, max(1000, n))[:n]
-    rows = [(r[0], r[1], r[2]) for r in sample]
-    return rows, {r[0]: r[3] == "Europe" for r in sample}, {r[0]: r[4] for r in sample}
+    return [(r[0], r[1], r[2]) for r in sample], {r[0]: r[3] for r in sample}
 
 
 def filter_labels(ids: list[int], names: list[str]) -> dict[str, dict[int, bool]]:
@@ -375,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(check_lotus(make_llm(backend="local").path)))
         return 0
 
-    rows, _europe, population = load(args.rows)
+    rows, population = load(args.rows)
     labels = filter_labels([r[0] for r in rows], list(filters))
     out: dict[str, Any] = {
         "command": "python bench/tag_operator_lotus.py " + " ".join(sys.argv[1:] if argv is None else argv),
