@@ -6,12 +6,16 @@ wrong because the judge says yes too often. This measures the judge alone, on ev
 value, against the hand labels of `bench/tag_devset.py` (the same labels the dev-set answers use).
 
 Variants:
-* ``statement``: :meth:`SemEngine.judge_many`, one grammar-constrained call per value (the default);
+* ``statement``: :meth:`SemEngine.judge_many` without ``split``: one grammar-constrained call per value,
+  its generated yes/no;
 * ``batch8``: the same with ``batch_size=8`` (8 numbered statements per call);
 * ``column``: one call per value, the prompt shows the column and the raw value next to the claim;
 * ``negation``: the default judge on the claim and on "It is not true that <claim>"; a value passes when
   the first is yes and the second no (2 calls per value; small models say yes too easily).
-* ``glossed``: the default judge on values glossed from the database's domain statements and, for the
+* ``split``: the default judge's P(yes) for every value of the criterion, cut at their widest gap
+  (:mod:`tagql.tag.verdicts`; what a filter does by default on the local backend);
+* ``glossed-split``: ``glossed`` with ``split`` (the default when the database has domain statements);
+* ``glossed``: the judge on values glossed from the database's domain statements and, for the
   codes of a code column no statement glosses, by the LM (``cl (Chlorine)``; :mod:`tagql.knowledge.glossary`);
 * ``prob``: the default prompt's P(yes) from the token probabilities (local backend), yes above 0.5;
 * ``prob-cc``: the same P(yes), contextually calibrated without labels: yes when its odds beat those
@@ -22,6 +26,7 @@ Variants:
 
     python bench/tag_judge.py                 # all criteria, all variants
     python bench/tag_judge.py --variants statement,column
+    python bench/tag_judge.py --criteria heldout --variants statement,split
 
 Prints accuracy, precision, recall and calls per variant and criterion; writes bench/results/tag_judge.json.
 """
@@ -59,7 +64,18 @@ CRITERIA = [  # (db, SQL for the distinct values, column, instruction, the value
     ("student_club", "SELECT DISTINCT major_name FROM major", "major_name",
      "{major_name} is a foreign language", devset.LANGUAGE_MAJORS),
 ]
-VARIANTS = ("statement", "batch8", "column", "negation", "glossed", "prob", "prob-cc", "prob-loco")
+WORLD = REPO.parent / "shared" / "data" / "spider" / "database" / "world_1" / "world_1.sqlite"
+_REGIONS = "SELECT Region, MAX(Continent = '{}') FROM country GROUP BY Region ORDER BY Region"
+# Held out: criteria that played no part in choosing any judge rule (tagql.tag.verdicts); labels are
+# world_1's own columns (a region's countries' continent; a language official in a European country).
+HELDOUT = [(f"{{region}} is a region of {c}", "region", _REGIONS.format(c))
+           for c in ("Europe", "Asia", "Africa", "North America", "South America", "Oceania")] + [
+    ("{language} is an official language of a European country", "language",
+     "SELECT cl.Language, MAX(cl.IsOfficial = 'T' AND co.Continent = 'Europe') FROM countrylanguage cl "
+     "JOIN country co ON cl.CountryCode = co.Code GROUP BY cl.Language HAVING MAX(cl.IsOfficial = 'T') "
+     "ORDER BY cl.Language")]
+VARIANTS = ("statement", "split", "batch8", "column", "negation", "glossed", "glossed-split", "prob", "prob-cc",
+            "prob-loco")
 PROB_VARIANTS = ("prob", "prob-cc", "prob-loco")
 CONTENT_FREE = ("N/A", "", "[value]")  # contextual calibration's content-free fillers (Zhao et al., 2021)
 THRESHOLDS = [round(0.05 * i, 2) for i in range(1, 20)]
@@ -159,9 +175,29 @@ def glossary_for(db: str) -> tuple[dict, set]:
     return glossary, code_columns(glossary, database)
 
 
+def criteria(which: str) -> list[tuple[str, str, str, list[str], list[bool]]]:
+    """(db, column, instruction, distinct values, their labels) of the chosen criteria."""
+    out = []
+    if which in ("dev", "all"):
+        for db, sql, column, instruction, truth in CRITERIA:
+            values = [r[0] for r in devset.q(db, sql)]
+            out.append((db, column, instruction, values, [v.lower() in {t.lower() for t in truth} for v in values]))
+    if which in ("heldout", "all"):
+        import sqlite3
+
+        con = sqlite3.connect(f"file:{WORLD}?mode=ro", uri=True)
+        for instruction, column, sql in HELDOUT:
+            rows = con.execute(sql).fetchall()
+            out.append(("world_1", column, instruction, [r[0] for r in rows], [bool(r[1]) for r in rows]))
+        con.close()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--criteria", choices=("dev", "heldout", "all"), default="dev",
+                    help="dev: the 8 hand-labelled criteria of the TAG dev set; heldout: 7 over world_1")
     ap.add_argument("--json", default=str(REPO / "bench" / "results" / "tag_judge.json"))
     args = ap.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
@@ -172,9 +208,7 @@ def main(argv: list[str] | None = None) -> int:
 
     llm = make_llm(backend="local")
     records: list[dict] = []
-    for db, sql, column, instruction, truth in CRITERIA:
-        values = [r[0] for r in devset.q(db, sql)]
-        gold = [v.lower() in {t.lower() for t in truth} for v in values]
+    for db, column, instruction, values, gold in criteria(args.criteria):
         probs: list[float] = []
         for variant in variants:
             calls0, t0 = llm.usage.calls, time.perf_counter()
@@ -196,12 +230,14 @@ def main(argv: list[str] | None = None) -> int:
                 plain = eng.judge_many(instruction, claims)
                 negated = eng.judge_many("It is not true that " + instruction, ["It is not true that " + c for c in claims])
                 said = [a and not b for a, b in zip(plain, negated)]
-            elif variant == "glossed":
-                glossary, codes = glossary_for(db)
-                eng = SemEngine(llm, cache=OpCache(None), max_calls=10_000, glossary=glossary, code_columns=codes)
+            elif variant in ("glossed", "glossed-split"):
+                glossary, codes = glossary_for(db) if db != "world_1" else ({}, set())
+                eng = SemEngine(llm, cache=OpCache(None), max_calls=10_000, glossary=glossary, code_columns=codes,
+                                split=variant == "glossed-split")
                 said = eng.judge_many(instruction, [eng.fill(instruction, {column: v}) for v in values])
             else:
-                eng = SemEngine(llm, cache=OpCache(None), batch_size=8 if variant == "batch8" else 1, max_calls=10_000)
+                eng = SemEngine(llm, cache=OpCache(None), batch_size=8 if variant == "batch8" else 1, max_calls=10_000,
+                                split=variant == "split")
                 said = eng.judge_many(instruction, [fill(instruction, {column: v}) for v in values])
             rec = {"criterion": instruction, "variant": variant, "values": len(values), **score(said, gold),
                    "calls": llm.usage.calls - calls0, "seconds": round(time.perf_counter() - t0, 1),

@@ -104,6 +104,9 @@ class TagSettings(BaseModel):
     cascade: Literal["auto", "on", "off"] = "on"
     cascade_sample: int = 16  # inputs the LM labels first
     cascade_min_inputs: int = 40
+    # a filter's yes/no from the LM's P(yes) over all its inputs, cut at their widest gap (tagql.tag.verdicts;
+    # needs token probabilities: the local backend); false = each generated yes/no on its own
+    split_verdicts: bool = True
 
 
 class Settings(BaseSettings):

@@ -1,8 +1,10 @@
 """A scripted LLM double for unit tests of prompt plumbing and parsing (never used in production).
 
 It replies from a list (or a function of the messages) and records every prompt it saw. With
-``digit_probs`` (a function of the messages and the number of slots) it also offers the local backend's
-token-probability scoring (:meth:`tagql.llm.local.LocalLLM.digit_probs`); without it, it does not.
+``digit_probs`` (a function of the messages and the number of slots) or ``choice_probs`` (of the messages
+and the choices) it also offers the local backend's token probabilities
+(:meth:`tagql.llm.local.LocalLLM.digit_probs`, :meth:`~tagql.llm.local.LocalLLM.choice_probs`); without
+them, it does not.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ class ScriptedLLM:
     def __init__(
         self, replies: Iterable[str] | Callable[[list[Message]], str],
         digit_probs: Callable[[list[Message], int], list[list[float]]] | None = None,
+        choice_probs: Callable[[list[Message], list[str]], list[float]] | None = None,
     ) -> None:
         self._fn = replies if callable(replies) else None
         self._replies = [] if callable(replies) else list(replies)
@@ -33,6 +36,14 @@ class ScriptedLLM:
                 self.usage.add(Completion("", sum(len(m.content) // 4 for m in messages), 2 * slots, 0.0))
                 return out
             self.digit_probs = probs
+        self.choice_probs: Callable[..., list[float]] | None = None
+        if choice_probs is not None:
+            def choices(messages: list[Message], options: list[str]) -> list[float]:
+                self.prompts.append(list(messages))
+                out = choice_probs(messages, options)
+                self.usage.add(Completion("", sum(len(m.content) // 4 for m in messages), 1, 0.0))
+                return out
+            self.choice_probs = choices
 
     def complete(
         self,

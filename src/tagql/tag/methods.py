@@ -123,7 +123,8 @@ def make_engine(session: TagQL, *, progress: Any = None) -> SemEngine:
     return SemEngine(session.llm, cache=cache, max_calls=s.max_lm_calls, batch_size=s.batch_size,
                      progress=progress, agg_chunk_chars=s.agg_chunk_chars, cascade=s.cascade,
                      cascade_sample=s.cascade_sample, cascade_min_inputs=s.cascade_min_inputs,
-                     glossary=glossary, code_columns=code_columns(glossary, session.db) if glossary else ())
+                     glossary=glossary, code_columns=code_columns(glossary, session.db) if glossary else (),
+                     split=s.split_verdicts)
 
 
 def parse_list(text: str) -> list[Any]:
