@@ -56,3 +56,49 @@ def test_openai_backend_json_schema_output(server: str) -> None:
     import json
 
     assert json.loads(reply.text) in ({"answer": True}, {"answer": False})
+
+
+def _endpoint(reply: dict) -> "OpenAICompatLLM":  # noqa: F821 - imported inside
+    """The backend talking to an in-process transport that answers every request with ``reply``."""
+    import httpx
+
+    from tagql.llm.openai_compat import OpenAICompatLLM
+
+    llm = OpenAICompatLLM("http://endpoint.test/v1", "m")
+    llm._client = httpx.Client(base_url=llm.base_url,
+                               transport=httpx.MockTransport(lambda request: httpx.Response(200, json=reply)))
+    return llm
+
+
+def test_choice_probs_read_the_first_tokens_log_probabilities() -> None:
+    import math
+
+    top = [{"token": "No", "logprob": math.log(0.6)}, {"token": "Yes", "logprob": math.log(0.3)},
+           {"token": " yes", "logprob": math.log(0.05)}, {"token": "The", "logprob": math.log(0.05)}]
+    llm = _endpoint({"choices": [{"message": {"content": "No"}, "logprobs": {"content": [{"top_logprobs": top}]}}],
+                     "usage": {"prompt_tokens": 12}})
+    p = llm.choice_probs([user("Is it?")], ["yes", "Yes", "no", "No"])
+    assert [round(x, 4) for x in p] == [0.0526, 0.3158, 0.0, 0.6316]  # renormalised over the four
+    assert llm.usage.calls == 1 and llm.usage.prompt_tokens == 12
+
+
+def test_an_endpoint_without_log_probabilities_makes_filters_generate() -> None:
+    from tagql.errors import LLMOutputError
+    from tagql.tag.operators import SemEngine, SemTable
+
+    llm = _endpoint({"choices": [{"message": {"content": "yes"}}]})
+    with pytest.raises(LLMOutputError, match="no log-probabilities"):
+        llm.choice_probs([user("Is it?")], ["yes", "no"])
+    engine = SemEngine(llm, cascade="off")
+    kept = SemTable(["x"], [("a",), ("b",), ("c",)], engine).sem_filter("{x} is a letter")
+    assert len(kept.rows) == 3 and engine.split is False  # read from the generated "yes"
+
+
+@pytest.mark.model
+def test_openai_backend_gives_choice_probabilities(server: str) -> None:
+    llm = make_llm(LLMSettings(backend="openai", base_url=server, openai_model="qwen-small"))
+    from tagql.tag.operators import YES_NO_CHOICES, judge_messages
+
+    yes = llm.choice_probs(judge_messages("Paris is a city in France"), YES_NO_CHOICES)
+    no = llm.choice_probs(judge_messages("Paris is a city in Japan"), YES_NO_CHOICES)
+    assert abs(sum(yes) - 1) < 1e-6 and yes[0] + yes[1] > no[0] + no[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -41,6 +42,63 @@ class OpenAICompatLLM:
                 "start the server or set TAGQL_LLM__BASE_URL",
             ) from exc
 
+    def _checked(self, resp: httpx.Response) -> dict[str, Any]:
+        """The JSON body of a successful response; HTTP errors as one-line :class:`LLMUnavailable`."""
+        if resp.status_code in (401, 403):
+            raise LLMUnavailable(
+                f"the LLM endpoint {self.base_url} refused the API key (HTTP {resp.status_code})",
+                "set TAGQL_LLM__API_KEY or OPENAI_API_KEY",
+            )
+        if resp.status_code == 404:
+            raise LLMUnavailable(
+                f"the LLM endpoint {self.base_url} has no chat/completions or no model '{self.model}'",
+                "check TAGQL_LLM__BASE_URL (usually ends in /v1) and TAGQL_LLM__OPENAI_MODEL",
+            )
+        if resp.status_code >= 400:
+            raise LLMUnavailable(
+                f"the LLM endpoint answered HTTP {resp.status_code}: {resp.text[:200]!r}",
+                "check the server's log",
+            )
+        try:
+            data = resp.json()
+        except ValueError as exc:
+            raise LLMOutputError(
+                f"the LLM endpoint returned a malformed response: {resp.text[:200]!r}",
+                "is it OpenAI-compatible?",
+            ) from exc
+        if not isinstance(data, dict):
+            raise LLMOutputError(f"the LLM endpoint returned a malformed response: {resp.text[:200]!r}",
+                                 "is it OpenAI-compatible?")
+        return data
+
+    def choice_probs(self, messages: list[Message], choices: list[str]) -> list[float]:
+        """The probabilities of each of ``choices`` as the first reply token, renormalised over them (one
+        call, ``max_tokens=1`` with ``logprobs``/``top_logprobs``: OpenAI, vLLM and llama.cpp's server
+        return them). A choice outside the returned top tokens counts 0; an endpoint that returns no
+        log-probabilities, or none of the choices, is an :class:`LLMOutputError` (callers then read a
+        generated reply instead)."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "temperature": 0.0, "max_tokens": 1, "seed": self.seed, "logprobs": True, "top_logprobs": 20,
+        }
+        start = time.perf_counter()
+        data = self._checked(self._post(body))
+        try:
+            top = data["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            found = [(str(t["token"]).strip(), float(t["logprob"])) for t in top]
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise LLMOutputError(f"the LLM endpoint {self.base_url} returned no log-probabilities",
+                                 "filters read generated yes/no replies instead") from exc
+        mass = [sum(math.exp(lp) for tok, lp in found if tok == c) for c in choices]
+        total = sum(mass)
+        if total <= 0:
+            raise LLMOutputError(f"none of {choices} is among the endpoint's likeliest first tokens",
+                                 "filters read generated yes/no replies instead")
+        usage = data.get("usage") or {}
+        self.usage.add(Completion("", int(usage.get("prompt_tokens") or 0), 1, time.perf_counter() - start))
+        return [m / total for m in mass]
+
     def complete(
         self,
         messages: list[Message],
@@ -68,27 +126,12 @@ class OpenAICompatLLM:
             self._schema_style = "json_object"
             body["response_format"] = self._response_format(json_schema)
             resp = self._post(body)
-        if resp.status_code in (401, 403):
-            raise LLMUnavailable(
-                f"the LLM endpoint {self.base_url} refused the API key (HTTP {resp.status_code})",
-                "set TAGQL_LLM__API_KEY or OPENAI_API_KEY",
-            )
-        if resp.status_code == 404:
-            raise LLMUnavailable(
-                f"the LLM endpoint {self.base_url} has no chat/completions or no model '{self.model}'",
-                "check TAGQL_LLM__BASE_URL (usually ends in /v1) and TAGQL_LLM__OPENAI_MODEL",
-            )
-        if resp.status_code >= 400:
-            raise LLMUnavailable(
-                f"the LLM endpoint answered HTTP {resp.status_code}: {resp.text[:200]!r}",
-                "check the server's log",
-            )
+        data = self._checked(resp)
         try:
-            data = resp.json()
             text = data["choices"][0]["message"]["content"] or ""
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+        except (KeyError, IndexError, TypeError) as exc:
             raise LLMOutputError(
-                f"the LLM endpoint returned a malformed response: {resp.text[:200]!r}",
+                f"the LLM endpoint returned a malformed response: {str(data)[:200]!r}",
                 "is it OpenAI-compatible?",
             ) from exc
         usage = data.get("usage") or {}

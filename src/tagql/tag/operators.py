@@ -437,7 +437,11 @@ class SemEngine:
             def p_yes(claim: str = chunk[0]) -> str:
                 p = fn(judge_messages(claim), YES_NO_CHOICES)
                 return f"{p[0] + p[1]:.6f}"
-            out.append(float(self._cached("filter_p", instruction, chunk[0], p_yes)))
+            try:
+                out.append(float(self._cached("filter_p", instruction, chunk[0], p_yes)))
+            except LLMOutputError:  # an endpoint without log-probabilities: generated yes/no from now on
+                self.split = False
+                return None
         return out
 
     def _numbered_batch(
