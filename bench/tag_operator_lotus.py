@@ -27,8 +27,10 @@ Methods, all on the same GGUF model (the tagql default, Q4_0 Qwen2.5-Coder-1.5B,
 * ``tagql``: ``SemTable.sem_filter`` / ``sem_topk`` in process: dedupe on the referenced columns,
   one-token grammar (filter: yes/no; top-k: the expected 0-9 score from the digit token probabilities,
   see ``SemTable.sem_topk``), instruction as a shared system prefix, cold cache;
-* ``tagql_nocascade``: the same without the cheap-first filter cascade (``tagql.tag.cascade``; ``tagql``
-  uses it, as tagql does by default since session 18: the 141 distinct countries are >= 40 inputs);
+* ``tagql_generated``: the filter as before session 22: each generated yes/no on its own (``split=False``)
+  and the cheap-first filter cascade (``tagql.tag.cascade``: the 141 distinct countries are >= 40 inputs);
+  ``tagql`` cuts the P(yes) of all inputs (``tagql.tag.verdicts``), which judges every distinct input;
+* ``tagql_nocascade``: ``tagql_generated`` without the cascade;
 * ``tagql_batch8``: the same with ``batch_size=8`` (8 numbered inputs per call, grammar per line);
 * ``tagql_warm``: ``tagql`` re-run on its persistent cache (a fresh engine);
 * ``naive``: one unconstrained call per row, the whole prompt in one user message (filter: yes/no;
@@ -76,7 +78,7 @@ FILTERS: dict[str, tuple[str, str]] = {
 }
 TOPK = "{city}, {country} is one of the most populous cities in the world"
 COLUMNS = ["id", "city", "country"]
-METHODS = ("tagql", "tagql_nocascade", "tagql_batch8", "tagql_warm", "naive", "lotus")
+METHODS = ("tagql", "tagql_generated", "tagql_nocascade", "tagql_batch8", "tagql_warm", "naive", "lotus")
 SERVER_ALIAS = "tagql-bench"  # the model name LOTUS asks llama.cpp's server for
 
 
@@ -123,13 +125,13 @@ def topk_metrics(ids: list[int], population: dict[int, int], k: int) -> dict[str
 
 # -- methods ------------------------------------------------------------------------------------------
 def run_tagql(llm: Any, rows: list[tuple], k: int, batch: int, cache_path: Path, ops: list[str],
-              cascade: str = "on", filters: tuple[str, ...] = ("europe",)) -> dict[str, Any]:
+              cascade: str = "on", filters: tuple[str, ...] = ("europe",), split: bool = True) -> dict[str, Any]:
     from tagql.tag.cache import OpCache
     from tagql.tag.operators import SemEngine, SemTable, stderr_progress
 
     out: dict[str, Any] = {}
     eng = SemEngine(llm, cache=OpCache(cache_path), batch_size=batch, max_calls=1_000_000,
-                    progress=stderr_progress(100), cascade=cascade)
+                    progress=stderr_progress(100), cascade=cascade, split=split)
     table = SemTable(COLUMNS, rows, eng)
     for name in filters if "filter" in ops else ():
         c0, t0 = llm.usage.calls, time.perf_counter()
@@ -415,9 +417,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"== {m}", file=sys.stderr, flush=True)
             llm = make()
-            if m in ("tagql", "tagql_nocascade", "tagql_batch8"):
+            if m in ("tagql", "tagql_generated", "tagql_nocascade", "tagql_batch8"):
                 results[m] = run_tagql(llm, rows, args.k, 8 if m == "tagql_batch8" else 1, Path(tmp) / f"{m}.sqlite", ops,
-                                       cascade="off" if m == "tagql_nocascade" else "on", filters=filters)
+                                       cascade="off" if m == "tagql_nocascade" else "on", filters=filters,
+                                       split=m == "tagql")
             elif m == "tagql_warm":
                 if "tagql" not in results:  # warm needs the cold run's cache
                     run_tagql(llm, rows, args.k, 1, Path(tmp) / "tagql.sqlite", ops, filters=filters)
