@@ -184,3 +184,34 @@ def test_lm_filter_in_sql_is_judged_up_front_with_the_cascade(tmp_path):
     register_lm_functions(db, eng)
     r = execute_with_lm(db, "SELECT name FROM hero WHERE LM_FILTER('{name} is a villain', name) LIMIT 1", eng)
     assert r.rows == [("hero00",)] and llm.usage.calls == 1
+
+
+def _villain_probs(messages, choices):
+    claim = re.search(r"<statement>(.*?)</statement>", messages[-1].content).group(1)
+    # a "no"-leaning judge: villains 0.4, the others 0.05 (a 0.5 cut would find none)
+    p = 0.4 if claim.split(" is ")[0] in VILLAINS else 0.05
+    return [p, 0.0, 1 - p, 0.0]
+
+
+def test_split_verdicts_judge_every_input_while_the_cap_allows():
+    llm = ScriptedLLM([], choice_probs=_villain_probs)
+    out = heroes(llm, cascade="on").sem_filter(INSTRUCTION)
+    assert {r[0] for r in out.rows} == VILLAINS and llm.usage.calls == len(SCORE)  # no proxy decisions
+
+
+def test_past_the_cap_the_cascade_cuts_its_sample_at_one_half():
+    """The cascade judges a chosen part of the inputs, over which a gap says nothing: P(yes) is cut at
+    0.5 there, as the generated replies would be. hero10-19 (P(yes) 0.3) stand apart from the rest
+    (0.02) by a wide gap that split verdicts over all inputs would cut at; the cascade does not."""
+    def probs(messages, choices):
+        name = re.search(r"<statement>(.*?)</statement>", messages[-1].content).group(1).split(" is ")[0]
+        p = 0.7 if name in VILLAINS else 0.3 if int(name[4:]) < 20 else 0.02
+        return [p, 0.0, 1 - p, 0.0]
+
+    llm = ScriptedLLM([], choice_probs=probs)
+    table = heroes(llm, cascade="on", max_calls=59)
+    out = table.sem_filter(INSTRUCTION)
+    assert {r[0] for r in out.rows} == VILLAINS and table.engine.stats.cascade_decided > 0
+    assert llm.usage.calls < len(SCORE)
+    every = heroes(ScriptedLLM([], choice_probs=probs), cascade="on").sem_filter(INSTRUCTION)
+    assert len(every.rows) == 20  # judged all, split at the wide gap: hero10-19 too

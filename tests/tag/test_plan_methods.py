@@ -786,3 +786,21 @@ def test_an_enumeration_of_no_known_column_keeps_the_general_hint(shared_data):
     llm = ScriptedLLM(["yes", cut, '{"sql": "SELECT COUNT(*) FROM zip_code", "operators": []}'])
     _, attempts = Planner(db, llm, SemEngine(llm), exemplars=0).make("How many zip codes are in the East?")
     assert attempts[1]["error"].endswith("LM_FILTER('{column} is a ...', column))")
+
+
+def test_a_fallback_whose_judged_guesses_fail_keeps_its_sql(superhero, tmp_path):
+    """No valid plan; the fallback SQL guesses publishers, and judging them instead runs into the
+    LM-call cap: the question is still answered from the SQL as the model wrote it, and the plan says why."""
+    sql = "SELECT publisher_name FROM publisher WHERE publisher_name IN ('Lucasfilm', 'Rowling Books')"
+
+    def reply(messages):
+        if "<statement>" in messages[-1].content:
+            return "no"
+        return replies.pop(0)
+
+    replies = ["yes", "no plan", "still no plan", sql, "{publisher_name} is a person", '["nobody"]']
+    st = load_settings(cache_dir=str(tmp_path))
+    st.tag.max_lm_calls = 2
+    a = answer(TagQL(superhero, ScriptedLLM(reply), settings=st), "Which publishers are people?", "tag")
+    assert a.plan["fallback"] == "text2sql_lm" and a.sql == sql and a.rows == [] and not replies
+    assert "stopped after 2 LM calls" in a.plan["guesses_kept"] and "guesses_to_lm_filter" not in a.plan

@@ -403,9 +403,13 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                 fallback = Plan(sql)
                 converted = planner.guesses_to_filters(fallback, question, statements)
                 if converted:
-                    run = run_plan(fallback, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
-                    sql, result = run.sql, run.result
-                    plan["guesses_to_lm_filter"] = converted
+                    try:
+                        run = run_plan(fallback, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
+                    except _PLAN_FAILURES as again:  # the judged version failed too (the cap): the SQL as written
+                        plan["guesses_kept"] = again.one_line()
+                    else:
+                        sql, result = run.sql, run.result
+                        plan["guesses_to_lm_filter"] = converted
             choices = offered_choices(question)
             if choices:
                 values = [choose(session, question, result, choices)]

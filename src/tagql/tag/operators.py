@@ -42,6 +42,7 @@ from tagql.errors import LLMOutputError, TagqlError
 from tagql.knowledge.glossary import Glossary, gloss
 from tagql.llm.base import LLM, Message, system, user
 from tagql.tag.cache import OpCache, cache_key
+from tagql.tag.verdicts import DEFAULT as DEFAULT_CUT
 from tagql.tag.verdicts import split_verdicts
 
 # Capitalised answers too: forcing lowercase pushed the 1.5B model towards "yes" (bench/tag_operator_lotus.py).
@@ -331,14 +332,13 @@ class SemEngine:
         return self._judge(instruction, claims, op)
 
     def _cached_verdicts(self, instruction: str, claims: list[str]) -> dict[int, bool]:
-        """Claims whose one-claim verdict is already in the cache (free labels for the cascade); with
-        token probabilities, the verdicts the cached P(yes) of these claims give together."""
+        """Claims whose one-claim verdict is already in the cache (free labels for the cascade; with
+        token probabilities, cached P(yes) above 0.5)."""
         if self.cascade == "off" or len(claims) < self.cascade_min_inputs:
             return {}
         if self._yes_probs_fn() is not None:
             cached = {i: self.cache.get(self._key("filter_p", instruction, c)) for i, c in enumerate(claims)}
-            probs = {i: float(hit) for i, hit in cached.items() if hit is not None}
-            return dict(zip(probs, split_verdicts(list(probs.values()))))
+            return {i: float(hit) > DEFAULT_CUT for i, hit in cached.items() if hit is not None}
         out = {}
         for i, c in enumerate(claims):
             hit = self.cache.get(self._key("filter", instruction, c))
@@ -378,16 +378,14 @@ class SemEngine:
         labels = dict(known)
         sample = cascade.sample_indexes(scores, self.cascade_sample) + cascade.heavy_indexes(weights or [])
         sample = [i for i in dict.fromkeys(sample) if i not in labels]
-        probs: dict[int, float] = {}  # the LM's P(yes) per judged claim, when it gives them
 
         def judge(indexes: list[int]) -> None:
+            # the cascade judges a chosen part of the inputs, over which no gap means what it means over
+            # all of them: P(yes) is cut at 0.5 here (split verdicts need every input judged)
             texts = [claims[i] for i in indexes]
             got = self._yes_probs(instruction, texts, op)
-            if got is None:
-                labels.update(zip(indexes, self._judge(instruction, texts, op)))
-                return
-            probs.update(zip(indexes, got))  # the cut is drawn over every claim judged so far
-            labels.update(zip(probs, split_verdicts(list(probs.values()))))
+            verdicts = self._judge_generated(instruction, texts, op) if got is None else [p > DEFAULT_CUT for p in got]
+            labels.update(zip(indexes, verdicts))
 
         judge(sample)
         decided = cascade.decide(scores, labels)
@@ -396,15 +394,18 @@ class SemEngine:
         return [labels[i] if i in labels else decided[i] for i in range(len(claims))]
 
     def _judge(self, instruction: str, claims: list[str], op: str) -> list[bool]:
-        """Yes/no from the LM (through the cache) for each claim."""
+        """Yes/no from the LM (through the cache) for each claim: split verdicts over their P(yes) when
+        the LM gives token probabilities (:mod:`tagql.tag.verdicts`), else each generated reply."""
         # Why this wording: on the 141 distinct countries of bench/tag_operator_lotus.py ("{country} is a
         # country in Europe", 33 true) this prompt with Yes/No allowed was right for 96.5% (38 yes); the
         # earlier system message quoting the instruction template, with "... Is the statement true? yes
         # or no:" and lowercase only, for 79.4% (62 yes). The system message names no instruction, so
         # every filter shares its prefix.
         probs = self._yes_probs(instruction, claims, op)
-        if probs is not None:
-            return split_verdicts(probs)
+        return split_verdicts(probs) if probs is not None else self._judge_generated(instruction, claims, op)
+
+    def _judge_generated(self, instruction: str, claims: list[str], op: str) -> list[bool]:
+        """Each claim's generated (grammar-forced) yes/no, through the cache."""
         out: list[bool] = []
         for chunk in self._chunks(op, claims, self.batch_size):
             if len(chunk) == 1 and self.batch_size == 1:
