@@ -42,6 +42,11 @@ class OpenAICompatLLM:
                 "start the server or set TAGQL_LLM__BASE_URL",
             ) from exc
 
+    def _body(self, messages: list[Message], **fields: Any) -> dict[str, Any]:
+        """A chat-completions request for ``messages`` with this backend's model and seed."""
+        return {"model": self.model, "messages": [{"role": m.role, "content": m.content} for m in messages],
+                "seed": self.seed, **fields}
+
     def _checked(self, resp: httpx.Response) -> dict[str, Any]:
         """The JSON body of a successful response; HTTP errors as one-line :class:`LLMUnavailable`."""
         if resp.status_code in (401, 403):
@@ -77,11 +82,7 @@ class OpenAICompatLLM:
         return them). A choice outside the returned top tokens counts 0; an endpoint that returns no
         log-probabilities, or none of the choices, is an :class:`LLMOutputError` (callers then read a
         generated reply instead)."""
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "temperature": 0.0, "max_tokens": 1, "seed": self.seed, "logprobs": True, "top_logprobs": 20,
-        }
+        body = self._body(messages, temperature=0.0, max_tokens=1, logprobs=True, top_logprobs=20)
         start = time.perf_counter()
         data = self._checked(self._post(body))
         try:
@@ -108,13 +109,7 @@ class OpenAICompatLLM:
         grammar: str | None = None,
         stop: list[str] | None = None,
     ) -> Completion:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "temperature": self.temperature,
-            "max_tokens": max_tokens,
-            "seed": self.seed,
-        }
+        body = self._body(messages, temperature=self.temperature, max_tokens=max_tokens)
         if stop:
             body["stop"] = stop
         if json_schema is not None:
