@@ -62,9 +62,23 @@ def ensure_router(coll: Collection, *, rebuild: bool = False, questions_per_tabl
     return round(time.perf_counter() - t, 1)
 
 
+def split_methods(text: str) -> list[str]:
+    """``ours,ours[rerank=false;knn=20],bm25`` -> its methods (commas inside brackets do not split)."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [m for m in out + [cur] if m]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--methods", default="ours,bm25,dense,bm25-max,dense-max")
+    ap.add_argument("--methods", default="ours,ours[rerank=false],bm25,dense,bm25-max,dense-max",
+                    help="comma-separated; ours[KEY=VALUE;...] routes with those router settings")
     ap.add_argument("--collection", default="spider-bench")
     ap.add_argument("--syn", action="store_true", help="also run Spider-Syn dev")
     ap.add_argument("--limit", type=int, default=0)
@@ -104,11 +118,13 @@ def main() -> None:
     results: dict = {"collection": args.collection, "databases": len(coll.databases), "collection_build_s": round(build_s, 1),
                "router_build_s": router_build,
                      "methods": {}}
-    for m in args.methods.split(","):
-        base, _, agg = m.partition("-")
+    for m in split_methods(args.methods):
+        name, _, own = m.partition("[")  # ours[rerank=false]: the router with its own settings, same run
+        base, _, agg = name.partition("-")
         kwargs: dict = {"db_agg": agg} if agg else {}
-        if base == "ours" and args.set:
-            kwargs["overrides"] = {k: json.loads(v) for k, v in (x.split("=", 1) for x in args.set)}
+        settings_of = args.set + [x for x in own.rstrip("]").split(";") if x]
+        if base == "ours" and settings_of:
+            kwargs["overrides"] = {k: json.loads(v) for k, v in (x.split("=", 1) for x in settings_of)}
         t = time.perf_counter()
         router = coll.router(base, **kwargs)
         load_s = time.perf_counter() - t
@@ -143,15 +159,15 @@ def main() -> None:
         if router_build is None:  # index reused: its build time as recorded when it was built
             results["router_build_s"] = meta.get("build_s")
 
-    print(f"{'method':<12}{'set':<12}{'DB R@1':>8}{'DB R@5':>8}{'T R@5':>8}{'T R@15':>8}{'mAP':>8}{'p50 ms':>8}"
+    print(f"{'method':<22}{'set':<12}{'DB R@1':>8}{'DB R@5':>8}{'T R@5':>8}{'T R@15':>8}{'mAP':>8}{'p50 ms':>8}"
           f"{'p95 ms':>8}")
     for m, res in results["methods"].items():
         for name in sets:
             r = res[name]
-            print(f"{m:<12}{name:<12}{r['db_r@1']:>8}{r['db_r@5']:>8}{r['table_r@5']:>8}{r['table_r@15']:>8}"
+            print(f"{m:<22}{name:<12}{r['db_r@1']:>8}{r['db_r@5']:>8}{r['table_r@5']:>8}{r['table_r@15']:>8}"
                   f"{r['mAP']:>8}{r['p50_ms']:>8}{r['p95_ms']:>8}")
-    print("DBCopilot   spider         85.01   96.42   91.63   97.51")
-    print("DBCopilot   spider_syn     62.67   85.11   70.35   86.26")
+    print("DBCopilot             spider         85.01   96.42   91.63   97.51")
+    print("DBCopilot             spider_syn     62.67   85.11   70.35   86.26")
     meta = results.get("router_meta", {})
     print(f"router build {results['router_build_s']} s (synthesis {meta.get('synthesis_s')} s, embedding "
           f"{meta.get('synthetic_questions')} questions {meta.get('embed_s')} s); max RSS {results['max_rss_mb']} MB; "

@@ -37,7 +37,7 @@ import numpy as np
 
 from tagql.embeddings import DEFAULT_MODEL as DEFAULT_ENCODER
 from tagql.routing.errors import IndexMissing
-from tagql.routing.lexicon import SoftLexicon, related_schema_words, schema_words
+from tagql.routing.lexicon import SoftLexicon, content_words, related_schema_words, schema_words
 from tagql.routing.retrieval import BM25, table_doc
 from tagql.routing.router import Candidate
 from tagql.routing.sampling import sample_schemas
@@ -120,6 +120,9 @@ class BuildConfig:
     # dev DB R@1 91.78 / 68.18 -> 91.68 / 68.38, DB R@5 98.55 / 89.17 -> 99.23 / 90.33, +11 min per build: opt-in
     tuned_steps: int = 0
     tuned_lr: float = 3e-5
+    # re-order the best databases with the shipped gradient-boosted re-ranker (routing/rerank.py), fitted on
+    # Spider *train* questions and their Spider-Syn versions (bench/routing_rerank.py); query-time only
+    rerank: bool = True
     seed: int = 0
 
 
@@ -230,6 +233,10 @@ class GraphRouter:
         self.values = ValueIndex(collection, self.keys)
         self._vocab_build(collection)
         self.lexicon = self._lexicon_build(collection) if cfg.soft_match else None
+        self._word_vecs: dict[str, np.ndarray] = {}  # question content word -> vector (re-ranker evidence)
+        # the re-ranker's evidence needs the soft lexicon's schema words; the model is None without its file
+        self._rerank_evidence = cfg.rerank and self.lexicon is not None
+        self.reranker = self._reranker_build(collection) if self._rerank_evidence else None
         self.doc_vecs = self._cached_embed(docs)
         self.db_vecs = self._cached_embed([db_docs[d] for d in self.dbs])
         self.syn: list[SyntheticQuestion] = []
@@ -299,6 +306,24 @@ class GraphRouter:
                            self.emb.embed, threshold=cfg.soft_threshold, top=cfg.soft_top,
                            mined=mined, mined_weight=cfg.mined_weight, related=related)
 
+    def _reranker_build(self, collection: Collection) -> Any:
+        """The shipped database re-ranker (None without its file), with each database's schema-word rows."""
+        from tagql.routing.rerank import load_reranker, schema_word_rows
+
+        self._db_word_rows = schema_word_rows(self.lexicon.words, [self._db_schema_words(collection, d)
+                                                                   for d in self.dbs])
+        self._db_starts = np.flatnonzero(np.r_[True, self.key_db[1:] != self.key_db[:-1]])
+        return load_reranker()
+
+    @staticmethod
+    def _db_schema_words(collection: Collection, db: str) -> list[str]:
+        from tagql.routing.synth import col_name
+
+        names = []
+        for t in collection.schema(db).tables:
+            names += [t.name] + [c.name for c in t.columns] + [col_name(c) for c in t.columns]
+        return schema_words(names)
+
     def _coverage(self, words: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
         """Weighted share of the question's words found in each table's / each database's vocabulary."""
         nt = len(self.keys)
@@ -322,8 +347,16 @@ class GraphRouter:
         if lex is None:
             return _embed_small(self.emb, questions), [{t: 1.0 for t in tokens(q)} for q in questions]
         words = list(dict.fromkeys(w for q in questions for w in lex.to_match(q)))
-        vecs = _embed_small(self.emb, questions + words)
-        lex.learn(words, vecs[len(questions):])
+        extra = []
+        if self._rerank_evidence:  # every content word's vector, for the re-ranker's soft coverage
+            if len(self._word_vecs) > 50_000:
+                self._word_vecs.clear()
+            extra = [w for w in dict.fromkeys(w for q in questions for w in content_words(q))
+                     if w not in self._word_vecs and w not in words]
+        vecs = _embed_small(self.emb, questions + words + extra)
+        lex.learn(words, vecs[len(questions): len(questions) + len(words)])
+        if self._rerank_evidence:
+            self._word_vecs.update(zip(words + extra, vecs[len(questions):]))
         return vecs[: len(questions)], [lex.weights(q) for q in questions]
 
     def _cached_embed(self, texts: list[str]) -> np.ndarray:
@@ -641,15 +674,59 @@ class GraphRouter:
             cands.append(Candidate(db, tables, dl, used, conf))
         return cands
 
+    def _first_stage(self, questions: list[str]) -> tuple[np.ndarray, ...]:
+        """(table features, nearest synthetic question per database, table logits, database features,
+        database logits) of a batch of questions."""
+        f, near = self._features(questions)
+        lg = f @ self.weights
+        df = self.db_features(f, lg, self._tuned_db(questions))
+        return f, near, lg, df, df @ self.db_weights
+
+    def rerank_inputs(self, questions: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per question: (the re-ranker's candidate databases, their feature matrix, the first-stage
+        database logits) -- what :meth:`route_many` re-ranks, and what ``bench/routing_rerank.py`` fits on."""
+        out = []
+        for s in range(0, len(questions), 128):
+            chunk = list(questions[s:s + 128])
+            f, near, lg, df, dlg = self._first_stage(chunk)
+            out += [self._rerank_matrix(q, f[i], lg[i], df[i], dlg[i], near[i]) for i, q in enumerate(chunk)]
+        return out
+
+    def _rerank_matrix(self, question: str, f: np.ndarray, lg: np.ndarray, df: np.ndarray, dlg: np.ndarray,
+                       near: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        from tagql.routing.rerank import candidate_features, soft_coverage
+
+        mx = np.maximum.reduceat(lg, self._db_starts)
+        at_max = np.flatnonzero(lg >= mx[self.key_db])
+        best = np.empty(len(self.dbs), dtype=np.int64)
+        best[self.key_db[at_max[::-1]]] = at_max[::-1]  # each database's first best-scored table
+        t_cols = [FEATURES.index(n) for n in ("bm25", "dense", "knn_table", "value", "cover_table")]
+        db_feats = df[:, : len(DB_FEATURES) - 1]  # the first-stage database features, without the bias
+        words = [w for w in content_words(question) if w in self._word_vecs]
+        wv = np.stack([self._word_vecs[w] for w in words]) if words else np.zeros((0, self.doc_vecs.shape[1]))
+        soft = soft_coverage(wv, self.lexicon.vecs, *self._db_word_rows)
+        cand, x = candidate_features(dlg, db_feats, f[best][:, t_cols], soft, near)
+        return cand, x, dlg
+
     def route_many(self, questions: Sequence[str], k: int = 5) -> list[list[Candidate]]:
         if not questions:
             return []
         out = []
         for s in range(0, len(questions), 128):
-            f, near = self._features(questions[s:s + 128])
-            lg = f @ self.weights
-            dlg = self.db_features(f, lg, self._tuned_db(questions[s:s + 128])) @ self.db_weights
+            chunk = list(questions[s:s + 128])
+            f, near, lg, df, dlg = self._first_stage(chunk)
+            if self.reranker is not None and self.lexicon is not None:  # its soft coverage needs the lexicon
+                dlg = np.stack([self._reranked(*self._rerank_matrix(q, f[i], lg[i], df[i], dlg[i], near[i]))
+                                for i, q in enumerate(chunk)])
             out += [self._candidates(row, k, drow, nrow) for row, drow, nrow in zip(lg, dlg, near)]
+        return out
+
+    def _reranked(self, cand: np.ndarray, x: np.ndarray, dlg: np.ndarray) -> np.ndarray:
+        """Database logits with the re-ranker's log-odds for its candidates; the other databases keep
+        their order below the lowest of them."""
+        new = self.reranker.decision(x)
+        out = dlg.astype(np.float64) - float(dlg[cand].min()) + float(new.min()) - 1.0
+        out[cand] = new
         return out
 
     def route(self, question: str, k: int = 5) -> list[Candidate]:
