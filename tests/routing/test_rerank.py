@@ -108,3 +108,12 @@ def test_router_reranks_and_keeps_trails(small_router, small_collection, dev) ->
     # the same candidates as the stage the re-ranker reads, each a database of the collection
     cand, x, dlg = small_router.rerank_inputs(qs[:1])[0]
     assert x.shape == (len(cand), len(FEATURES)) and len(dlg) == len(small_router.dbs)
+
+
+def test_a_stale_or_missing_model_file_means_first_stage_only(tmp_path: Path) -> None:
+    stale = tmp_path / "old.json"
+    stale.write_text(json.dumps({"features": ["a"], "baseline": 0.0, "trees": []}))
+    with pytest.warns(UserWarning, match="first stage only"):
+        assert load_reranker(str(stale)) is None
+    with pytest.warns(UserWarning, match="no database re-ranker"):
+        assert load_reranker(str(tmp_path / "absent.json")) is None

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 from tagql.routing.router import Candidate
 
-LOW_CONFIDENCE = 0.2  # Spider: flags 2.4% of dev questions and 9 of 12 off-topic ones (docs/routing.md)
+LOW_CONFIDENCE = 0.2  # Spider: flags 1.9% of dev questions and 7 of 12 off-topic ones (docs/routing.md)
 
 
 def confidence_note(cands: Sequence[Candidate]) -> str | None:

@@ -14,6 +14,7 @@ collection. It re-orders the router's ``TOP`` best databases; the others keep th
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -103,9 +104,17 @@ class TreeEnsemble:
 
 @lru_cache(maxsize=4)
 def load_reranker(path: str = str(MODEL_PATH)) -> TreeEnsemble | None:
-    """The shipped re-ranker, or None when the file is absent."""
+    """The shipped re-ranker, or None (routing without it, with a warning) when the file is absent or
+    was fitted on other features."""
     p = Path(path)
-    return TreeEnsemble(json.loads(p.read_text())) if p.exists() else None
+    if not p.exists():
+        warnings.warn(f"no database re-ranker at {p}: routing with the first stage only", stacklevel=2)
+        return None
+    try:
+        return TreeEnsemble(json.loads(p.read_text()))
+    except (ValueError, KeyError) as e:
+        warnings.warn(f"database re-ranker unusable ({e}): routing with the first stage only", stacklevel=2)
+        return None
 
 
 def schema_word_rows(words: Sequence[str], db_words: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
