@@ -175,10 +175,7 @@ def main() -> None:
                                                             "hypernym": cfg.wordnet_hypernym}, senses=cfg.wordnet_senses)
 
     def lexicon(related, mined):
-        new = type(lex)(lex.words, lex.vecs, lex.embed, threshold=lex.threshold, top=lex.top, mined=mined,
-                        mined_weight=lex.mined_weight, related=related)
-        new.cache = lex.cache
-        return new
+        return lex.variant(mined=mined, related=related)
 
     def merged(weight: float, unknown_only: bool = False) -> dict[str, dict[str, float]]:
         """WordNet's relations plus the LLM's single words (optionally only for question words that are

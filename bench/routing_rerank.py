@@ -37,12 +37,7 @@ TREES = {"max_iter": 200, "learning_rate": 0.05, "max_leaf_nodes": 15, "l2_regul
 
 def cross_lexicon(router, entries: list[dict]):
     """The router's lexicon with the substitutions mined from ``entries`` only."""
-    lex = router.lexicon
-    out = type(lex)(lex.words, lex.vecs, lex.embed, threshold=lex.threshold, top=lex.top,
-                    mined=mined_reverse(router.cfg.mined_min_count, synonyms=mine_synonyms(entries)),
-                    mined_weight=lex.mined_weight, related=lex.related)
-    out.cache = lex.cache
-    return out
+    return router.lexicon.variant(mined=mined_reverse(router.cfg.mined_min_count, synonyms=mine_synonyms(entries)))
 
 
 def rows(router, questions: list[str], golds: list[int], label: str) -> list[tuple[np.ndarray, np.ndarray, int]]:

@@ -67,10 +67,7 @@ def main() -> None:
     lex = router.lexicon
     golds, sets, mined_a = lexicon_tuning_set(coll, args.questions)
     # the mined substitutions from half A, as the built lexicon would hold them
-    base = type(lex)(lex.words, lex.vecs, lex.embed, threshold=lex.threshold, top=lex.top,
-                     mined=mined_reverse(router.cfg.mined_min_count, synonyms=mined_a),
-                     mined_weight=lex.mined_weight)
-    base.cache = lex.cache
+    base = lex.variant(mined=mined_reverse(router.cfg.mined_min_count, synonyms=mined_a), related={})
     wn = load_wordnet()
     results: dict = {"collection": args.collection, "questions": len(golds), "mined_half_a": len(mined_a),
                      "variants": {}}

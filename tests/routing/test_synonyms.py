@@ -121,3 +121,15 @@ def test_spider_syn_questions_route_with_soft_matching(small_router, small_colle
         small_router.lexicon = lex
     assert on["db_r@1"] >= 80.0, on
     assert on["db_r@1"] >= off["db_r@1"], (on, off)
+
+
+def test_lexicon_variant_swaps_mined_substitutions_and_keeps_the_rest(small_router) -> None:
+    lex = small_router.lexicon
+    q = "How many vocalists performed in the arena?"
+    same = lex.variant()
+    assert same.weights(q) == lex.weights(q) and same.cache is lex.cache
+    swapped = lex.variant(mined={"vocalists": ["singer"]}, related={})
+    w = swapped.weights(q)
+    assert w[stem("singer")] == pytest.approx(lex.mined_weight)
+    assert swapped.related == {} and swapped.words is lex.words
+    assert lex.variant(mined={}).mined == {}

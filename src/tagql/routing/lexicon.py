@@ -135,6 +135,19 @@ class SoftLexicon:
                         out[st] = self.mined_weight
         return out
 
+    def variant(self, *, mined: dict[str, list[str]] | None = None,
+                related: dict[str, dict[str, float]] | None = None) -> SoftLexicon:
+        """The same lexicon (words, vectors, settings, shared neighbour cache) with other mined substitutions
+        (synonym phrase -> originals, as for the constructor) and / or thesaurus relations; ``None`` keeps
+        this one's. The tuning benchmarks swap them without re-embedding anything."""
+        new = type(self)(self.words, self.vecs, self.embed, threshold=self.threshold, top=self.top,
+                         expand_known=self.expand_known, cache_size=self.cache_size, mined=mined,
+                         mined_weight=self.mined_weight, related=self.related if related is None else related)
+        if mined is None:
+            new.mined, new._mined_pat = self.mined, self._mined_pat
+        new.cache = self.cache
+        return new
+
     @classmethod
     def build(cls, words: list[str], embed: Callable[[list[str]], np.ndarray], **kw: Any) -> SoftLexicon:
         vecs = embed(words) if words else np.zeros((0, 384), np.float32)

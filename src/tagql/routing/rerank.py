@@ -93,12 +93,12 @@ class TreeEnsemble:
     def from_sklearn(cls, model: Any, meta: dict[str, Any] | None = None) -> dict[str, Any]:
         """The JSON spec of a fitted binary ``HistGradientBoostingClassifier`` (numeric features, no NaN)."""
         trees = []
-        for (pred,) in model._predictors:  # noqa: SLF001 -- sklearn keeps the fitted trees here
+        for (pred,) in model._predictors:
             n = pred.nodes
             trees.append({"feature": n["feature_idx"].tolist(), "threshold": n["num_threshold"].tolist(),
                           "left": n["left"].tolist(), "right": n["right"].tolist(),
                           "leaf": n["is_leaf"].astype(bool).tolist(), "value": n["value"].tolist()})
-        return {"features": list(FEATURES), "baseline": float(np.ravel(model._baseline_prediction)[0]),  # noqa: SLF001
+        return {"features": list(FEATURES), "baseline": float(np.ravel(model._baseline_prediction)[0]),
                 "trees": trees, **(meta or {})}
 
 
