@@ -62,6 +62,8 @@ DB_FEATURES = ("max_logit", "lse_logit", "knn_db", "bm25_db", "dense_db", "cover
 # with a table encoder (BuildConfig.tuned_steps): its question-database and best question-table similarity
 TUNED_DB_FEATURES = ("tuned_db", "tuned_max")
 Progress = Callable[[str, int, int], None]
+# the table features of a database's best table that the re-ranker reads (tagql.routing.rerank.EVIDENCE t_*)
+_TABLE_EVIDENCE = [FEATURES.index(n) for n in ("bm25", "dense", "knn_table", "value", "cover_table")]
 
 
 @dataclass
@@ -290,13 +292,8 @@ class GraphRouter:
 
     def _lexicon_build(self, collection: Collection) -> SoftLexicon:
         from tagql.routing.synonyms import mined_reverse
-        from tagql.routing.synth import col_name
 
-        names = []
-        for e in collection.entries.values():
-            for t in e.schema.tables:
-                names += [t.name] + [c.name for c in t.columns] + [col_name(c) for c in t.columns]
-        words = schema_words(names)
+        words = schema_words([n for e in collection.entries.values() for n in self._schema_names(e.schema)])
         cfg = self.cfg
         mined = mined_reverse(cfg.mined_min_count) if cfg.mined_min_count > 0 else {}
         related = {}
@@ -313,19 +310,19 @@ class GraphRouter:
         """The shipped database re-ranker (None without its file), with each database's schema-word rows."""
         from tagql.routing.rerank import load_reranker, schema_word_rows
 
-        self._db_word_rows = schema_word_rows(self.lexicon.words, [self._db_schema_words(collection, d)
-                                                                   for d in self.dbs])
-        self._db_starts = np.flatnonzero(np.r_[True, self.key_db[1:] != self.key_db[:-1]])
+        self._db_word_rows = schema_word_rows(self.lexicon.words, [
+            schema_words(self._schema_names(collection.entries[d].schema)) for d in self.dbs])
         return load_reranker()
 
     @staticmethod
-    def _db_schema_words(collection: Collection, db: str) -> list[str]:
+    def _schema_names(schema: Any) -> list[str]:
+        """Table and column names (raw and humanised) of a schema: where the soft lexicon's words come from."""
         from tagql.routing.synth import col_name
 
         names = []
-        for t in collection.schema(db).tables:
+        for t in schema.tables:
             names += [t.name] + [c.name for c in t.columns] + [col_name(c) for c in t.columns]
-        return schema_words(names)
+        return names
 
     def _coverage(self, words: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
         """Weighted share of the question's words found in each table's / each database's vocabulary."""
@@ -699,16 +696,15 @@ class GraphRouter:
                        near: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         from tagql.routing.rerank import candidate_features, soft_coverage
 
-        mx = np.maximum.reduceat(lg, self._db_starts)
+        mx = df[:, DB_FEATURES.index("max_logit")]  # each database's best table logit
         at_max = np.flatnonzero(lg >= mx[self.key_db])
         best = np.empty(len(self.dbs), dtype=np.int64)
         best[self.key_db[at_max[::-1]]] = at_max[::-1]  # each database's first best-scored table
-        t_cols = [FEATURES.index(n) for n in ("bm25", "dense", "knn_table", "value", "cover_table")]
         db_feats = df[:, : len(DB_FEATURES) - 1]  # the first-stage database features, without the bias
         words = [w for w in content_words(question) if w in self._word_vecs]
         wv = np.stack([self._word_vecs[w] for w in words]) if words else np.zeros((0, self.doc_vecs.shape[1]))
         soft = soft_coverage(wv, self.lexicon.vecs, *self._db_word_rows)
-        cand, x = candidate_features(dlg, db_feats, f[best][:, t_cols], soft, near)
+        cand, x = candidate_features(dlg, db_feats, f[best][:, _TABLE_EVIDENCE], soft, near)
         return cand, x, dlg
 
     def route_many(self, questions: Sequence[str], k: int = 5) -> list[list[Candidate]]:
