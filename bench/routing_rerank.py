@@ -50,6 +50,22 @@ def rows(router, questions: list[str], golds: list[int], label: str) -> list[tup
     return out
 
 
+def routed_halves(collection: str) -> tuple[dict[str, list[dict]], dict[str, dict[str, list]]]:
+    """(train entries per half, re-ranker rows per half and question version): every train question
+    routed by the collection's router with the substitutions mined from the other half."""
+    router = Collection.load(collection, load_settings()).router("ours")
+    train, half_a, _ = spider_train_halves(0)
+    halves = {"A": [e for e in train if e["db_id"] in half_a], "B": [e for e in train if e["db_id"] not in half_a]}
+    data: dict[str, dict[str, list]] = {}
+    for name, other in (("A", "B"), ("B", "A")):
+        router.lexicon = cross_lexicon(router, halves[other])
+        ents = halves[name]
+        golds = [router.db_index[e["db_id"]] for e in ents]
+        data[name] = {v: rows(router, [e[key] for e in ents], golds, f"half {name} {v}")
+                      for v, key in (("plain", "SpiderQuestion"), ("syn", "SpiderSynQuestion"))}
+    return halves, data
+
+
 def fit(data: list[tuple[np.ndarray, np.ndarray, int]], meta: dict | None = None) -> dict:
     """The JSON spec of trees fitted on ``data``, checked to score as sklearn does."""
     from sklearn.ensemble import HistGradientBoostingClassifier
@@ -78,20 +94,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
 
-    coll = Collection.load(args.collection, load_settings())
-    router = coll.router("ours")
-    built_lexicon = router.lexicon
-    train, half_a, _ = spider_train_halves(0)
-    halves = {"A": [e for e in train if e["db_id"] in half_a], "B": [e for e in train if e["db_id"] not in half_a]}
-    data: dict[str, dict[str, list]] = {}
-    for name, other in (("A", "B"), ("B", "A")):
-        router.lexicon = cross_lexicon(router, halves[other])
-        ents = halves[name]
-        golds = [router.db_index[e["db_id"]] for e in ents]
-        data[name] = {v: rows(router, [e[key] for e in ents], golds, f"half {name} {v}")
-                      for v, key in (("plain", "SpiderQuestion"), ("syn", "SpiderSynQuestion"))}
-    router.lexicon = built_lexicon
-
+    halves, data = routed_halves(args.collection)
     results: dict = {"collection": args.collection, "trees": TREES, "questions": {n: len(halves[n]) for n in halves},
                      "cross_fit": {}}
     print(f"{'fit on -> test':<16}{'version':<9}{'first stage R@1':>16}{'re-ranked R@1':>15}")

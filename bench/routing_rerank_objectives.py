@@ -1,0 +1,86 @@
+"""The database re-ranker's training objective, side by side on the same cross-fit (issue 4).
+
+    pip install lightgbm      # benchmark only; the shipped trees need neither it nor sklearn
+    python bench/routing_rerank_objectives.py [--collection spider-ctl]
+
+The rows are those of ``bench/routing_rerank.py`` (every Spider train question and its Spider-Syn version,
+16 candidate databases each, each half routed with substitutions mined from the other half). Each
+objective is fitted on one half and scored by database R@1 on the other:
+
+* ``hgb-binary`` -- the shipped one: sklearn's HistGradientBoostingClassifier, one row = one candidate;
+* ``lgb-binary`` -- the same pointwise objective in LightGBM (checks the library is not the difference);
+* ``lambdarank`` / ``rank_xendcg`` -- listwise LightGBM objectives over each question's 16 candidates,
+  which optimise the order within a question instead of each candidate's probability.
+
+Same tree budget for all (200 trees, 15 leaves, learning rate 0.05). Writes
+``bench/results/routing_rerank_objectives.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from routing_rerank import TREES, routed_halves
+
+OUT = Path(__file__).resolve().parent / "results" / "routing_rerank_objectives.json"
+OBJECTIVES = ("hgb-binary", "lgb-binary", "lambdarank", "rank_xendcg")
+
+
+def scorer(objective: str, rows: list):
+    """A function (candidate features) -> scores, fitted on ``rows``."""
+    x = np.concatenate([r[1] for r in rows])
+    y = np.concatenate([(r[0] == r[2]).astype(int) for r in rows])
+    if objective == "hgb-binary":
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        return HistGradientBoostingClassifier(random_state=0, early_stopping=False, **TREES).fit(x, y).decision_function
+    try:
+        import lightgbm as lgb
+    except ImportError:
+        raise SystemExit("the LightGBM objectives need lightgbm: pip install lightgbm") from None
+    params = {"n_estimators": TREES["max_iter"], "learning_rate": TREES["learning_rate"],
+              "num_leaves": TREES["max_leaf_nodes"], "random_state": 0, "n_jobs": 2, "verbose": -1}
+    if objective == "lgb-binary":
+        model = lgb.LGBMClassifier(objective="binary", **params).fit(x, y)
+        return lambda z: model.predict(z, raw_score=True)
+    ranker = lgb.LGBMRanker(objective=objective, **params).fit(x, y, group=[len(r[0]) for r in rows])
+    return ranker.predict
+
+
+def recall1(rows: list, score) -> float:
+    hits = sum(int(cand[int(np.argmax(score(x)))] == gold) for cand, x, gold in rows)
+    return round(100 * hits / max(len(rows), 1), 2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--collection", default="spider-ctl")
+    ap.add_argument("--objectives", default=",".join(OBJECTIVES))
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args()
+
+    _, data = routed_halves(args.collection)
+    results: dict = {"collection": args.collection, "trees": TREES, "objectives": {}}
+    print(f"{'objective':<14}{'A->B plain':>11}{'A->B syn':>10}{'B->A plain':>11}{'B->A syn':>10}{'mean plain':>11}{'mean syn':>10}")
+    for objective in args.objectives.split(","):
+        row = {}
+        for train_half, test_half in (("A", "B"), ("B", "A")):
+            score = scorer(objective, data[train_half]["plain"] + data[train_half]["syn"])
+            for v in ("plain", "syn"):
+                row[f"{train_half}->{test_half} {v}"] = recall1(data[test_half][v], score)
+        row["mean plain"] = round((row["A->B plain"] + row["B->A plain"]) / 2, 2)
+        row["mean syn"] = round((row["A->B syn"] + row["B->A syn"]) / 2, 2)
+        results["objectives"][objective] = row
+        print(f"{objective:<14}" + "".join(f"{v:>{w}}" for v, w in zip(row.values(), (11, 10, 11, 10, 11, 10))), flush=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
