@@ -44,3 +44,16 @@ def test_missing_explicit_config_file(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.setenv("TAGQL_CONFIG", str(tmp_path / "nope.toml"))
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings()
+
+
+def test_the_tag_methods_run_on_their_own_model_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tagql.config import for_tag
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    s = load_settings()
+    t = for_tag(s)
+    assert (s.tag.model, t.llm.model, s.llm.model) == ("qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-q4_0")
+    assert t.llm.n_ctx == s.llm.n_ctx and t.tag == s.tag  # nothing else changes
+    assert for_tag(load_settings(tag={"model": ""})).llm.model == "qwen2.5-coder-1.5b-q4_0"  # "" = llm.model
+    endpoint = load_settings(llm={"backend": "openai"})
+    assert for_tag(endpoint) is endpoint  # an endpoint serves its own model

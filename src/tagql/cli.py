@@ -18,7 +18,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from tagql.cli_support import console, err_console, user_errors
-from tagql.config import Settings, config_path, load_settings
+from tagql.config import Settings, config_path, for_tag, load_settings
 from tagql.errors import TagqlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Answer questions over relational databases.")
@@ -150,8 +150,8 @@ def ask(
             raise TagqlError("say where to ask", "give --db PATH_OR_URL or --collection NAME")
         else:
             session = build_session(
-                db, llm, settings, quiet=as_json, descriptions=descriptions, store=store,
-                knowledge_method=knowledge_method, k=k,
+                db, llm, for_tag(settings) if method else settings, quiet=as_json, descriptions=descriptions,
+                store=store, knowledge_method=knowledge_method, k=k,
             )
             if method:
                 from tagql.tag.methods import answer as answer_with

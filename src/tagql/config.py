@@ -107,6 +107,11 @@ class TagSettings(BaseModel):
     # a filter's yes/no from the LM's P(yes) over all its inputs, cut at their widest gap (tagql.tag.verdicts;
     # needs token probabilities: the local backend); false = each generated yes/no on its own
     split_verdicts: bool = True
+    # the local model of the TAG methods (plans, LM operators, their answers, and the baselines measured beside
+    # them): the shipped Q4_K_M weights, whose yes/no probabilities and plans the TAG path depends on; plain
+    # `ask` keeps llm.model (the faster Q4_0 re-quantization). Dev set, same host and code: tag 0.60 with it,
+    # 0.40 with Q4_0 (bench/results/tag_accuracy_s24_q4km.json). "" = llm.model; ignored for other backends.
+    model: str = "qwen2.5-coder-1.5b"
 
 
 class Settings(BaseSettings):
@@ -131,6 +136,14 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, _TomlSource(settings_cls))
+
+
+def for_tag(settings: Settings) -> Settings:
+    """``settings`` with ``llm.model`` set to ``tag.model``, the model the TAG methods run on (the same
+    settings when ``tag.model`` is empty or the backend is not the local one)."""
+    if not settings.tag.model or settings.llm.backend != "local" or settings.tag.model == settings.llm.model:
+        return settings
+    return settings.model_copy(update={"llm": settings.llm.model_copy(update={"model": settings.tag.model})})
 
 
 def config_path() -> Path:

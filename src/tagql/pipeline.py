@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tagql.config import Settings, load_settings
+from tagql.config import Settings, for_tag, load_settings
 from tagql.db.connection import Database, open_database
 from tagql.db.schema import Schema
 from tagql.errors import TagqlError
@@ -67,6 +67,7 @@ class TagQL:
         self.settings = settings or load_settings()
         self.knowledge = knowledge
         self.knowledge_k = knowledge_k
+        self._tag_session: TagQL | None = None
         self.synthesizer = QuerySynthesizer(
             db, llm, max_tokens=self.settings.answer.max_sql_tokens, retries=self.settings.answer.sql_retries,
             prompt_schema=prompt_schema, statement_style=self.settings.answer.statement_style,
@@ -76,6 +77,18 @@ class TagQL:
     @property
     def schema(self):
         return self.db.schema
+
+    def for_tag(self) -> TagQL:
+        """This session on the model of the TAG methods (``tag.model``, see :func:`tagql.config.for_tag`),
+        loaded once. Itself when that is its model already, or when its model is not the configured local
+        one (an endpoint, or an :class:`~tagql.llm.LLM` passed to :func:`connect`)."""
+        wanted = for_tag(self.settings)
+        if wanted is self.settings or getattr(self.llm, "name", None) != self.settings.llm.model:
+            return self
+        if self._tag_session is None:
+            self._tag_session = TagQL(self.db, make_llm(wanted), settings=wanted, knowledge=self.knowledge,
+                                      knowledge_k=self.knowledge_k, prompt_schema=self.synthesizer.prompt_schema)
+        return self._tag_session
 
     def statements_for(self, question: str) -> list[ScoredStatement]:
         """The domain statements retrieved for ``question`` (top-K of the database's store, instantiated

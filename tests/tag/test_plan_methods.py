@@ -804,3 +804,35 @@ def test_a_fallback_whose_judged_guesses_fail_keeps_its_sql(superhero, tmp_path)
     a = answer(TagQL(superhero, ScriptedLLM(reply), settings=st), "Which publishers are people?", "tag")
     assert a.plan["fallback"] == "text2sql_lm" and a.sql == sql and a.rows == [] and not replies
     assert "stopped after 2 LM calls" in a.plan["guesses_kept"] and "guesses_to_lm_filter" not in a.plan
+
+
+class _NamedLLM(ScriptedLLM):
+    """A scripted model that says it is the configured local one (so a session may swap it for tag.model)."""
+
+    def __init__(self, name: str, reply) -> None:
+        super().__init__(reply)
+        self.name = name
+
+
+def test_the_tag_methods_load_the_tag_model_once_and_only_for_the_configured_local_model(superhero, monkeypatch, tmp_path):
+    from tagql import pipeline
+
+    settings = load_settings(cache_dir=str(tmp_path))
+    loaded = []
+
+    def fake_make_llm(s):
+        loaded.append(s.llm.model)
+        return _NamedLLM(s.llm.model, lambda messages: "SELECT COUNT(*) FROM superhero")
+
+    monkeypatch.setattr(pipeline, "make_llm", fake_make_llm)
+    default = TagQL(superhero, _NamedLLM(settings.llm.model, lambda m: "x"), settings=settings)
+    a = answer(default, "How many heroes are there?", "text2sql")
+    b = answer(default, "How many heroes are there?", "text2sql")
+    assert loaded == [settings.tag.model] and a.model == b.model == settings.tag.model
+    assert a.values == b.values == [superhero.execute("SELECT COUNT(*) FROM superhero").rows[0][0]]
+    # a model passed in by the caller answers itself; so does any model when tag.model is empty
+    passed = TagQL(superhero, ScriptedLLM(lambda m: "SELECT 1"), settings=settings)
+    assert answer(passed, "one?", "text2sql").model == "scripted"
+    same = TagQL(superhero, _NamedLLM(settings.llm.model, lambda m: "SELECT 1"),
+                 settings=load_settings(cache_dir=str(tmp_path), tag={"model": ""}))
+    assert answer(same, "one?", "text2sql").model == settings.llm.model and loaded == [settings.tag.model]

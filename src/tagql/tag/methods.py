@@ -111,6 +111,7 @@ def is_aggregation(question: str) -> bool:
 @dataclass
 class TagAnswer(Answer):
     method: str = "tag"
+    model: str = ""  # the LM that answered (``tag.model`` for the local backend)
     plan: dict[str, Any] | None = None
     lm_calls: int = 0
     operator_stats: dict[str, Any] = field(default_factory=dict)
@@ -348,6 +349,7 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
     if method not in METHODS:
         raise TagqlError(f"unknown method '{method}'", f"use one of: {', '.join(METHODS)}")
     question = clean_question(question)
+    session = session.for_tag()
     engine = engine or make_engine(session)
     llm = session.llm
     before = llm.usage.snapshot()
@@ -443,5 +445,6 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
         rows=[[json_value(v) for v in r] for r in result.rows[:200]], answer=text, values=values,
         timings={"total_s": round(time.perf_counter() - t0, 3), "lm_s": usage["seconds"]},
         tokens=usage, attempts=attempts, notes=notes, truncated=result.truncated, statements=statements,
-        method=method, plan=plan, lm_calls=int(usage["calls"]), operator_stats=engine.stats.to_dict(),
+        method=method, model=str(getattr(llm, "name", "")), plan=plan, lm_calls=int(usage["calls"]),
+        operator_stats=engine.stats.to_dict(),
     )
