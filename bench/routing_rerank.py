@@ -66,23 +66,34 @@ def routed_halves(collection: str) -> tuple[dict[str, list[dict]], dict[str, dic
     return halves, data
 
 
-def fit(data: list[tuple[np.ndarray, np.ndarray, int]], meta: dict | None = None) -> dict:
-    """The JSON spec of trees fitted on ``data``, checked to score as sklearn does."""
+def training_arrays(data: list[tuple[np.ndarray, np.ndarray, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(candidate features, 1 where the candidate is the gold database) of all questions' rows."""
+    return (np.concatenate([r[1] for r in data]),
+            np.concatenate([(r[0] == r[2]).astype(int) for r in data]))
+
+
+def fit_sklearn(x: np.ndarray, y: np.ndarray):
+    """The shipped objective: pointwise gradient-boosted trees (sklearn), :data:`TREES`."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    x = np.concatenate([r[1] for r in data])
-    y = np.concatenate([(r[0] == r[2]).astype(int) for r in data])
-    model = HistGradientBoostingClassifier(random_state=0, early_stopping=False, **TREES).fit(x, y)
+    return HistGradientBoostingClassifier(random_state=0, early_stopping=False, **TREES).fit(x, y)
+
+
+def fit(data: list[tuple[np.ndarray, np.ndarray, int]], meta: dict | None = None) -> dict:
+    """The JSON spec of trees fitted on ``data``, checked to score as sklearn does."""
+    x, y = training_arrays(data)
+    model = fit_sklearn(x, y)
     spec = TreeEnsemble.from_sklearn(model, meta)
     if not np.allclose(TreeEnsemble(spec).decision(x[:2000]), model.decision_function(x[:2000]), atol=1e-6):
         raise SystemExit("the exported trees do not reproduce sklearn's scores")
     return spec
 
 
-def recall1(data, model=None) -> float:
+def recall1(data, score=None) -> float:
+    """Database R@1 when each question's candidates are ordered by ``score(features)`` (None: as routed)."""
     hit = 0
     for cand, x, gold in data:
-        best = cand[int(np.argmax(model.decision(x)))] if model is not None else cand[0]
+        best = cand[int(np.argmax(score(x)))] if score is not None else cand[0]
         hit += int(best == gold)
     return round(100 * hit / max(len(data), 1), 2)
 
@@ -101,7 +112,7 @@ def main() -> None:
     for train_half, test_half in (("A", "B"), ("B", "A")):
         model = TreeEnsemble(fit(data[train_half]["plain"] + data[train_half]["syn"]))
         for v in ("plain", "syn"):
-            row = {"first_stage": recall1(data[test_half][v]), "reranked": recall1(data[test_half][v], model)}
+            row = {"first_stage": recall1(data[test_half][v]), "reranked": recall1(data[test_half][v], model.decision)}
             results["cross_fit"][f"{train_half}->{test_half} {v}"] = row
             print(f"{train_half + ' -> ' + test_half:<16}{v:<9}{row['first_stage']:>16}{row['reranked']:>15}", flush=True)
     if args.write_model:

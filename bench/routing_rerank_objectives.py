@@ -23,11 +23,9 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from routing_rerank import TREES, routed_halves
+from routing_rerank import TREES, fit_sklearn, recall1, routed_halves, training_arrays
 
 OUT = Path(__file__).resolve().parent / "results" / "routing_rerank_objectives.json"
 OBJECTIVES = ("hgb-binary", "lgb-binary", "lambdarank", "rank_xendcg")
@@ -35,12 +33,9 @@ OBJECTIVES = ("hgb-binary", "lgb-binary", "lambdarank", "rank_xendcg")
 
 def scorer(objective: str, rows: list):
     """A function (candidate features) -> scores, fitted on ``rows``."""
-    x = np.concatenate([r[1] for r in rows])
-    y = np.concatenate([(r[0] == r[2]).astype(int) for r in rows])
+    x, y = training_arrays(rows)
     if objective == "hgb-binary":
-        from sklearn.ensemble import HistGradientBoostingClassifier
-
-        return HistGradientBoostingClassifier(random_state=0, early_stopping=False, **TREES).fit(x, y).decision_function
+        return fit_sklearn(x, y).decision_function
     try:
         import lightgbm as lgb
     except ImportError:
@@ -52,11 +47,6 @@ def scorer(objective: str, rows: list):
         return lambda z: model.predict(z, raw_score=True)
     ranker = lgb.LGBMRanker(objective=objective, **params).fit(x, y, group=[len(r[0]) for r in rows])
     return ranker.predict
-
-
-def recall1(rows: list, score) -> float:
-    hits = sum(int(cand[int(np.argmax(score(x)))] == gold) for cand, x, gold in rows)
-    return round(100 * hits / max(len(rows), 1), 2)
 
 
 def main() -> None:

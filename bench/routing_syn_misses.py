@@ -7,7 +7,7 @@ router's answers) and sorts the Spider-Syn misses:
 
 * **also missed in plain words** -- the question was hard before any synonym was substituted;
 * **literal misdirection** -- a word the substitution brought in (in the Spider-Syn version, not the
-  plain one; crude plural folding) is a table or column word of the database the router chose and not
+  plain one; as the router's BM25 reads words: stemmed, stop words dropped) is a table or column word of the database the router chose and not
   of the gold one ("directors" for orchestra's conductors: imdb has a ``director`` table). For these the
   question, read literally, names the other database;
 * **other synonym misses** -- the rest.
@@ -20,28 +20,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections import Counter
 from pathlib import Path
 
 from tagql.config import load_settings
 from tagql.routing.collection import Collection
+from tagql.routing.text import tokens
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results" / "routing_syn_misses.json"
 
 
-def fold(word: str) -> str:
-    """Lower case, plural folded (``companies`` -> ``company``, ``players`` -> ``player``)."""
-    w = word.lower()
-    for suffix, repl in (("ies", "y"), ("es", ""), ("s", "")):
-        if w.endswith(suffix) and len(w) > len(suffix) + 2:
-            return w[: -len(suffix)] + repl
-    return w
-
-
 def words(text: str) -> set[str]:
-    return {fold(w) for w in re.findall(r"[A-Za-z]+", text.replace("_", " "))}
+    """The router's own vocabulary of ``text`` (snake / camel case split, stop words dropped, stemmed)."""
+    return set(tokens(text))
 
 
 def schema_words(tables_json: Path) -> dict[str, set[str]]:
