@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from tagql.cli import app
@@ -26,7 +27,8 @@ def test_schema_command_prints_create_tables(demo_db_path: Path) -> None:
 
 def test_sql_command_runs_checked_queries(demo_db_path: Path) -> None:
     ok = runner.invoke(app, ["sql", "SELECT COUNT(*) AS n FROM publisher", "--db", str(demo_db_path), "--json"])
-    assert ok.exit_code == 0 and json.loads(ok.output) == {"columns": ["n"], "rows": [[25]], "truncated": False}
+    got = json.loads(ok.output)
+    assert ok.exit_code == 0 and (got["columns"], got["rows"], got["truncated"]) == (["n"], [[25]], False)
     bad = runner.invoke(app, ["sql", "DELETE FROM publisher", "--db", str(demo_db_path)])
     assert bad.exit_code == 2 and "only SELECT queries may run" in bad.output
     typo = runner.invoke(app, ["sql", "SELECT nam FROM publisher", "--db", str(demo_db_path)])
@@ -42,3 +44,114 @@ def test_bad_openai_endpoint_is_one_line(demo_db_path: Path, monkeypatch) -> Non
 def test_missing_knowledge_store_is_reported_before_loading_a_model(demo_db_path: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["ask", "How many heroes?", "--db", str(demo_db_path), "--store", str(tmp_path / "no.kb")])
     assert result.exit_code == 2 and "knowledge store" in result.output and "does not exist" in result.output
+
+
+# -- issue 31: every method, --json everywhere, options checked before the model, markup-safe output ------
+
+def _any_prompt_llm():
+    """A scripted model that answers whatever each stage asks: a plan, SQL, a verdict or a sentence."""
+    from tagql.llm.scripted import ScriptedLLM
+
+    def reply(messages) -> str:
+        text = " ".join(m.content for m in messages).lower()
+        if '"operators"' in text or "plan" in messages[0].content.lower():
+            return '{"sql": "SELECT publisher_name FROM publisher ORDER BY id LIMIT 3", "operators": []}'
+        if "sql" in messages[0].content.lower():
+            return "SELECT publisher_name FROM publisher ORDER BY id LIMIT 3"
+        if "score" in text or "0-10" in text or "0 to 10" in text:
+            return "7"
+        return "ABC Studios"
+
+    return ScriptedLLM(reply)
+
+
+def _no_model(*args, **kwargs):
+    raise AssertionError("the model must not load for this command")
+
+
+@pytest.mark.parametrize("method", ["sql", "tag", "text2sql", "rag", "retrieval_rank", "text2sql_lm"])
+def test_every_method_prints_in_text_and_json_mode(method: str, tmp_path: Path, monkeypatch) -> None:
+    import sqlite3
+
+    db = tmp_path / "publishers.sqlite"  # small, so the row-retrieval methods embed a few rows only
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE publisher (id INTEGER PRIMARY KEY, publisher_name TEXT)")
+        con.executemany("INSERT INTO publisher VALUES (?, ?)", [(1, "ABC Studios"), (2, "Shueisha"), (3, "Marvel Comics")])
+    monkeypatch.setattr("tagql.api.make_llm", lambda *a, **k: _any_prompt_llm())
+    monkeypatch.setenv("TAGQL_TAG__CACHE", "false")
+    args = ["ask", "Which publishers are Japanese companies?", "--db", str(db), "--method", method]
+    text = runner.invoke(app, args)
+    assert text.exit_code == 0, text.output
+    assert "answer:" in text.output and "Traceback" not in text.output and "LM calls" in text.output
+    js = runner.invoke(app, [*args, "--json"])
+    assert js.exit_code == 0, js.output
+    got = json.loads(js.stdout.splitlines()[-1])
+    assert got["method"] == method and got["question"].startswith("Which publishers") and "answer" in got
+
+
+def test_errors_are_json_with_json(tmp_path: Path, demo_db_path: Path) -> None:
+    for args in (["ask", "How many?", "--db", str(tmp_path / "missing.db"), "--json"],
+                 ["sql", "DELETE FROM publisher", "--db", str(demo_db_path), "--json"],
+                 ["schema", "--db", str(tmp_path / "missing.db"), "--json"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, args
+        got = json.loads(result.stdout)
+        assert got["ok"] is False and got["error"], args
+
+
+@pytest.mark.parametrize("option", [["--method", "bogus"], ["--knowledge-method", "bogus"], ["--llm", "bogus"],
+                                    ["--route-method", "bogus"]])
+def test_bad_options_fail_before_the_model_loads(option: list[str], demo_db_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("tagql.api.make_llm", _no_model)
+    result = runner.invoke(app, ["ask", "How many heroes?", "--db", str(demo_db_path), *option])
+    assert result.exit_code == 2 and "unknown" in result.output and "bogus" in result.output, result.output
+
+
+def test_option_that_does_not_apply_is_an_error(demo_db_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("tagql.api.make_llm", _no_model)
+    result = runner.invoke(app, ["ask", "How many heroes?", "--db", str(demo_db_path), "--force"])
+    assert result.exit_code == 2 and "collections only" in result.output
+
+
+def test_database_values_print_as_text_not_markup(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "markup.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE t (v TEXT)")
+        con.executemany("INSERT INTO t VALUES (?)", [("[/]",), ("[red]alarm[/red]",), ("[link=http://x]y[/link]",)])
+    result = runner.invoke(app, ["sql", "SELECT v FROM t", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    for value in ("[/]", "[red]alarm[/red]", "[link=http://x]y[/link]"):
+        assert value in result.output
+
+
+def test_flags_show_as_flags_in_help() -> None:
+    result = runner.invoke(app, ["sql", "--help"])
+    line = next(ln for ln in result.output.splitlines() if "--json" in ln)
+    assert "<bool>" not in line
+
+
+def test_ctrl_c_exits_130_within_a_second_with_one_line(tmp_path: Path) -> None:
+    """A runaway query is running in SQLite's C code when Ctrl-C arrives."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    db = tmp_path / "t.sqlite"
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE t (v INTEGER)")
+    runaway = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT COUNT(*) FROM c"
+    proc = subprocess.Popen([sys.executable, "-m", "tagql.cli", "sql", runaway, "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3.0)  # imports done, the query running
+    assert proc.poll() is None
+    t0 = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert time.perf_counter() - t0 < 1.0
+    assert proc.returncode == 130
+    assert err.strip().splitlines() == ["interrupted"] and "Traceback" not in err

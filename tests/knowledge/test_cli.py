@@ -4,7 +4,7 @@ import json
 
 from typer.testing import CliRunner
 
-from tagql.knowledge.cli import app
+from tagql.cli.knowledge import app
 
 from .conftest import TOX
 

@@ -99,32 +99,32 @@ def test_tag_method_end_to_end(superhero, tmp_path):
     s = TagQL(superhero, ScriptedLLM(fn), settings=load_settings(cache_dir=str(tmp_path)))
     a = answer(s, "Which publisher that is a person has the most heroes?", "tag")
     assert a.method == "tag" and a.values and a.values[0] in PEOPLE
-    assert a.plan["operators"][0]["op"] == "filter" and not a.plan["relational"]
+    assert a.plan.operators[0]["op"] == "filter" and not a.plan.relational
     # plan + filter calls in heroes-count order until the first person passes (filter + limit 1 stops early)
-    assert 2 < a.lm_calls < 2 + 25
+    assert 2 < a.tokens["calls"] < 2 + 25
     d = a.to_dict()
-    assert d["plan"]["sql"].startswith("SELECT") and d["lm_calls"] == a.lm_calls
+    assert d["plan"]["sql"].startswith("SELECT") and d["tokens"]["calls"] == a.tokens["calls"]
     assert json.loads(json.dumps(d))["method"] == "tag"  # the --json output is serialisable
     # a second run hits the persistent operator cache: only the plan call
     a2 = answer(s, "Which publisher that is a person has the most heroes?", "tag")
-    assert a2.lm_calls == 2 and a2.values == a.values  # classify + plan
+    assert a2.tokens["calls"] == 2 and a2.values == a.values  # classify + plan
 
 
 def test_relational_question_is_plain_sql(superhero, tmp_path):
     plan = {"sql": "SELECT COUNT(*) FROM superhero", "operators": []}
     s = TagQL(superhero, ScriptedLLM(["no", json.dumps(plan)]), settings=load_settings(cache_dir=str(tmp_path)))
     a = answer(s, "How many superheroes are there?", "tag")
-    assert a.values == [750] and a.plan["relational"] and a.lm_calls == 2
+    assert a.values == [750] and a.plan.relational and a.tokens["calls"] == 2
 
 
 def test_baselines(superhero, tmp_path):
     st = load_settings(cache_dir=str(tmp_path))
     sql = "SELECT superhero_name FROM superhero WHERE height_cm > 250 ORDER BY superhero_name"
     a = answer(TagQL(superhero, ScriptedLLM([sql]), settings=st), "Which heroes are taller than 250 cm?", "text2sql")
-    assert a.values and a.lm_calls == 1
+    assert a.values and a.tokens["calls"] == 1
     llm = ScriptedLLM([sql, '["Galactus", "Ymir"]'])
     a = answer(TagQL(superhero, llm, settings=st), "Which heroes are taller than 250 cm?", "text2sql_lm")
-    assert a.values == ["Galactus", "Ymir"] and a.lm_calls == 2
+    assert a.values == ["Galactus", "Ymir"] and a.tokens["calls"] == 2
     assert "evaluatable in Python" in llm.prompts[1][0].content
 
 
@@ -144,10 +144,10 @@ def test_rag_and_retrieval_rank(superhero, tmp_path, monkeypatch):
     st = load_settings(cache_dir=str(tmp_path))
     llm = ScriptedLLM(['["P0"]'])
     a = answer(TagQL(superhero, llm, settings=st), "Which publisher is first?", "rag")
-    assert a.values == ["P0"] and a.lm_calls == 1 and len(a.rows) == 10
+    assert a.values == ["P0"] and a.tokens["calls"] == 1 and len(a.rows) == 10
     llm = ScriptedLLM(lambda msgs: "5" if "Score" in msgs[-1].content else '["P3"]')
     a = answer(TagQL(superhero, llm, settings=st), "Which publisher is first?", "retrieval_rank")
-    assert a.values == ["P3"] and a.lm_calls == 31  # 30 re-scores + answer
+    assert a.values == ["P3"] and a.tokens["calls"] == 31  # 30 re-scores + answer
 
 
 def test_helpers():
@@ -161,7 +161,7 @@ def test_tag_falls_back_to_text2sql_lm_without_a_valid_plan(superhero, tmp_path)
     llm = ScriptedLLM(["no", "not json", "still not json", sql, '["Galactus"]'])
     s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
     a = answer(s, "Which heroes are taller than 250 cm?", "tag")
-    assert a.values == ["Galactus"] and a.plan["fallback"] == "text2sql_lm" and "no valid plan" in a.notes[0]
+    assert a.values == ["Galactus"] and a.plan.fallback == "text2sql_lm" and "no valid plan" in a.notes[0]
 
 
 def test_summary_question_without_agg_operator_is_summarised(superhero, tmp_path):
@@ -293,8 +293,8 @@ def test_fallback_sql_of_a_hybrid_question_judges_instead_of_guessing(superhero,
     llm = ScriptedLLM(reply)
     s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
     a = answer(s, "Which publishers are people?", "tag")
-    assert a.plan["fallback"] == "text2sql_lm" and "LM_FILTER" in a.sql
-    assert a.plan["guesses_to_lm_filter"] and a.values == ["George Lucas"]
+    assert a.plan.fallback == "text2sql_lm" and "LM_FILTER" in a.sql
+    assert a.plan.guesses_to_lm_filter and a.values == ["George Lucas"]
     assert {r[0] for r in a.rows} == PEOPLE  # the filter judged every stored publisher
 
 
@@ -315,8 +315,8 @@ def test_a_plan_that_fails_when_it_runs_falls_back_instead_of_failing(superhero,
     st.tag.max_lm_calls = 3
     a = answer(TagQL(superhero, ScriptedLLM(reply), settings=st), "Which heroes are villains?", "tag")
     assert a.values == ["Galactus"] and a.sql == sql and not replies
-    assert a.plan["fallback"] == "text2sql_lm" and "stopped after 3 LM calls" in a.plan["error"]
-    assert a.plan["failed_plan"]["operators"][0]["op"] == "filter"
+    assert a.plan.fallback == "text2sql_lm" and "stopped after 3 LM calls" in a.plan.error
+    assert a.plan.failed_plan["operators"][0]["op"] == "filter"
     assert a.notes[0].startswith("the plan failed (")
 
 
@@ -347,8 +347,8 @@ def test_value_question_with_a_trailing_agg_answers_with_the_values(superhero, t
     s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
     a = answer(s, "How many heroes are taller than 9 m?", "tag")
     gold = superhero.execute("SELECT COUNT(*) FROM superhero WHERE height_cm > 900").rows[0][0]
-    assert a.values == [gold] and a.plan["operators"] == []
-    assert any("dropped" in x for x in a.plan["attempts"]) and llm.usage.calls == 2  # no summary call
+    assert a.values == [gold] and a.plan.operators == []
+    assert any("dropped" in x for x in a.plan.attempts) and llm.usage.calls == 2  # no summary call
 
 
 def test_an_operator_over_an_identifier_column_is_refused_before_it_runs(shared_data):
@@ -494,7 +494,7 @@ def test_comparison_plan_result_is_turned_into_the_offered_answer(superhero, tmp
     s = TagQL(superhero, ScriptedLLM(fn), settings=load_settings(cache_dir=str(tmp_path)))
     # no "more"/"fewer": the numbers do not say which way the question compares, so the LM decides
     a = answer(s, "Are publishers mostly people or companies? Answer 'people' or 'companies'.", "tag")
-    assert a.values == ["companies"] and a.plan["chose"] == {"from": ["people", "companies"], "picked": "companies"}
+    assert a.values == ["companies"] and a.plan.chose == {"from": ["people", "companies"], "picked": "companies"}
 
 
 def test_rows_labelled_with_the_offered_answers_are_tallied_for_the_chooser(superhero, tmp_path):
@@ -667,7 +667,7 @@ def test_every_sql_method_gets_the_databases_domain_statements(superhero, tmp_pa
         s = TagQL(superhero, llm, settings=st, knowledge=StaticStatements([stmt]))
         a = answer(s, question, method)
         assert "'giants' refers to superhero.height_cm > 250" in llm.prompts[0][-1].content, method
-        assert a.statements == [stmt] and a.to_dict()["statements"], method
+        assert [(s.text, s.sql) for s in a.statements] == [(stmt.text, stmt.sql)] and a.to_dict()["statements"], method
         assert "Galactus" in a.values, method
 
 
@@ -802,8 +802,8 @@ def test_a_fallback_whose_judged_guesses_fail_keeps_its_sql(superhero, tmp_path)
     st = load_settings(cache_dir=str(tmp_path))
     st.tag.max_lm_calls = 2
     a = answer(TagQL(superhero, ScriptedLLM(reply), settings=st), "Which publishers are people?", "tag")
-    assert a.plan["fallback"] == "text2sql_lm" and a.sql == sql and a.rows == [] and not replies
-    assert "stopped after 2 LM calls" in a.plan["guesses_kept"] and "guesses_to_lm_filter" not in a.plan
+    assert a.plan.fallback == "text2sql_lm" and a.sql == sql and a.rows == [] and not replies
+    assert "stopped after 2 LM calls" in a.plan.guesses_kept and "guesses_to_lm_filter" not in a.plan
 
 
 class _NamedLLM(ScriptedLLM):

@@ -149,6 +149,9 @@ class Database:
                 cur.execute(sql)
                 rows = cur.fetchmany(cap + 1)
             except sqlite3.OperationalError as exc:
+                if "interrupted" in str(exc) and time.monotonic() <= deadline:
+                    # stopped before its deadline: Ctrl-C arrived in the progress handler
+                    raise KeyboardInterrupt from None
                 if "interrupted" in str(exc):
                     raise QueryTimeout(
                         f"query stopped after the {timeout:g} s statement timeout",

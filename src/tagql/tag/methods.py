@@ -7,8 +7,8 @@
 * ``tag`` - ours: an automatic hybrid plan (SQL + LM operators), validated, then executed; relational
   questions (a plan without operators) stay plain SQL.
 
-Entry point for the CLI: ``answer(session, question, method) -> TagAnswer`` (an ``Answer`` with
-``method``, ``plan``, ``lm_calls`` and ``operator_stats``).
+Entry point for :mod:`tagql.api`: ``answer(session, question, method) -> Answer`` (with ``method``,
+``model``, ``plan`` and ``operator_stats`` set).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import re
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,9 @@ from tagql.db.connection import Database, Result
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError
 from tagql.knowledge.glossary import code_columns, glossary_of
 from tagql.llm.base import system, user
-from tagql.pipeline import Answer, TagQL, clean_question
+from tagql.models import Answer, Attempt, Statement
+from tagql.models import Plan as PlanModel
+from tagql.pipeline import TagQL, clean_question
 from tagql.tag import tag_prompts
 from tagql.tag.answer import format_data_points, json_value, result_values
 from tagql.tag.cache import OpCache
@@ -106,15 +107,6 @@ def _column_words(column: str) -> set[str]:
 def is_aggregation(question: str) -> bool:
     """Aggregation questions (TAG-Bench) want a summary, not a list of values."""
     return bool(_AGG.search(question))
-
-
-@dataclass
-class TagAnswer(Answer):
-    method: str = "tag"
-    model: str = ""  # the LM that answered (``tag.model`` for the local backend)
-    plan: dict[str, Any] | None = None
-    lm_calls: int = 0
-    operator_stats: dict[str, Any] = field(default_factory=dict)
 
 
 def make_engine(session: TagQL, *, progress: Any = None) -> SemEngine:
@@ -344,7 +336,7 @@ def _points(rows: list[str]) -> str:
 
 # -- the methods -------------------------------------------------------------------------------------------
 
-def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEngine | None = None) -> TagAnswer:
+def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEngine | None = None) -> Answer:
     """Answer ``question`` with ``method`` (one of :data:`METHODS`)."""
     if method not in METHODS:
         raise TagqlError(f"unknown method '{method}'", f"use one of: {', '.join(METHODS)}")
@@ -440,11 +432,12 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                 text = sentence(values)
             notes.extend(result.notes)
     usage = llm.usage.since(before)
-    return TagAnswer(
+    return Answer(
         question=question, database=session.db.name, sql=sql, columns=list(result.columns),
         rows=[[json_value(v) for v in r] for r in result.rows[:200]], answer=text, values=values,
         timings={"total_s": round(time.perf_counter() - t0, 3), "lm_s": usage["seconds"]},
-        tokens=usage, attempts=attempts, notes=notes, truncated=result.truncated, statements=statements,
-        method=method, model=str(getattr(llm, "name", "")), plan=plan, lm_calls=int(usage["calls"]),
+        tokens=usage, attempts=[Attempt(sql=a.sql, error=a.error) for a in attempts], notes=notes,
+        truncated=result.truncated, statements=[Statement.of(s) for s in statements],
+        method=method, model=str(getattr(llm, "name", "")), plan=PlanModel(**plan) if plan else None,
         operator_stats=engine.stats.to_dict(),
     )

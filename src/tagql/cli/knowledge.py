@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tagql.cli_support import console, err_console, fail, user_errors
+from tagql.cli.output import console, emit_json, err_console, fail, user_errors
 from tagql.knowledge.retrieval import DEFAULT_METHOD, METHODS, UnknownMethod
 from tagql.knowledge.store import STATUSES, KnowledgeBase, KnowledgeStoreError
 
@@ -88,9 +88,12 @@ def add(
     approved: Annotated[bool, typer.Option("--approved", help="already reviewed: store as approved")] = False,
     author: Annotated[str, typer.Option("--author")] = "",
     llm: Annotated[str | None, typer.Option("--llm", help="local | openai (structuring)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON (one object per statement; errors too)")] = False,
 ) -> None:
-    """Add statements; NL ones are structured by the LLM and validated against the schema."""
-    with _errors():
+    """Add statements; NL ones are structured by the LLM and validated against the schema. They are stored
+    as 'proposed' and used in answers once a reviewer approves them (`tagql knowledge review`), or at once
+    with --approved (for the store's owner)."""
+    with _errors(as_json):
         items = list(statement or [])
         if file is not None:
             try:
@@ -117,8 +120,10 @@ def add(
         if database is not None:  # a live database: the new statements' constants are checked against its data
             kb.check(database, only=ids)
         for s in (kb.get(i) for i in ids):
-            _show(s)
-        err.print(f"{len(ids)} statement(s) stored in {kb.path}")
+            _show(s, as_json)
+        pending = sum(kb.get(i).status == "proposed" for i in ids)
+        err.print(f"{len(ids)} statement(s) stored in {kb.path}"
+                  + (f"; {pending} proposed: used once approved (tagql knowledge review)" if pending else ""))
 
 
 @app.command("list")
@@ -128,7 +133,7 @@ def list_(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
     """List statements with their NL original, structured form and status."""
-    with _errors():
+    with _errors(as_json):
         if status and status not in STATUSES:
             raise KnowledgeStoreError(f"unknown status {status!r}", "use proposed, approved or rejected")
         kb = open_kb(store, db, db_id, create=False)
@@ -156,22 +161,29 @@ def review(
     sql: Annotated[str | None, typer.Option("--sql")] = None,
     delete: Annotated[list[int] | None, typer.Option("--delete", help="delete statement ID")] = None,
     reason: Annotated[str, typer.Option("--reason")] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON (one object per statement; errors too)")] = False,
 ) -> None:
     """Review proposed statements: interactively, or with --approve/--reject/--edit/--delete IDs."""
-    with _errors():
+    with _errors(as_json):
         kb = open_kb(store, db, db_id, create=False)
         scripted = bool(approve or reject or edit is not None or delete)
+        if as_json and not scripted:
+            raise KnowledgeStoreError("--json reviews with --approve/--reject/--edit/--delete IDs",
+                                      "the interactive review asks at the terminal")
         for i in approve or []:
-            _show(kb.approve(i))
+            _show(kb.approve(i), as_json)
         for i in reject or []:
-            _show(kb.reject(i, reason))
+            _show(kb.reject(i, reason), as_json)
         if edit is not None:
             if text is None and sql is None:
                 raise KnowledgeStoreError("--edit needs --text and/or --sql")
-            _show(kb.edit(edit, text=text, sql=sql))
+            _show(kb.edit(edit, text=text, sql=sql), as_json)
         for i in delete or []:
             kb.delete(i)
-            out.print(f"#{i} deleted")
+            if as_json:
+                emit_json({"id": i, "deleted": True})
+            else:
+                out.print(f"#{i} deleted")
         if scripted:
             return
         pending = kb.list("proposed")
@@ -202,31 +214,41 @@ def review(
 
 
 @app.command()
-def check(db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None) -> None:
+def check(db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON (one object per statement; errors too)")] = False,
+) -> None:
     """Validate every statement again, against the database's current schema and, when --db is a live
     database, its data (a constant the column does not hold); statuses stay, reasons are updated."""
-    with _errors():
+    with _errors(as_json):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         from tagql.knowledge.validate import holds_back
 
         kb, database = open_kb_and_database(store, db, db_id, create=False)
         with Progress(TextColumn("checking statements"), BarColumn(), MofNCompleteColumn(), console=err,
-                      transient=True) as bar:
+                      transient=True, disable=as_json) as bar:
             task = bar.add_task("check", total=None)
             changed = kb.check(database, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        live = [s for s in kb.list(("proposed", "approved")) if s.sql]
+        held = sum(holds_back(s.reason) for s in live if s.status == "approved")
+        against = "schema and data" if database is not None else "schema only"
+        if as_json:
+            emit_json({"ok": True, "checked": len(live), "against": against, "held_back": held,
+                       "changed": [{"id": st.id, "structured": st.structured, "was": st.reason, "now": reason}
+                                   for st, reason in changed]})
+            return
         for st, reason in changed:
             was = f" (was: {escape(st.reason)})" if st.reason else ""
             now = f"[yellow]{escape(reason)}[/]" if reason else "[green]valid[/]"
             out.print(f"#{st.id} {escape(st.structured)}: {now}{was}", highlight=False, soft_wrap=True)
-        live = [s for s in kb.list(("proposed", "approved")) if s.sql]
-        held = sum(holds_back(s.reason) for s in live if s.status == "approved")
-        against = "schema and data" if database is not None else "schema only"
         err.print(f"{len(live)} statement(s) checked against the {against}, {len(changed)} reason(s) changed; "
                   f"{held} approved statement(s) held back from prompts until fixed")
 
 
-def _show(s: Any) -> None:
+def _show(s: Any, as_json: bool = False) -> None:
+    if as_json:
+        emit_json(s.to_dict())
+        return
     note = f"  [yellow]({escape(s.reason)})[/]" if s.reason else ""
     out.print(f"#{s.id} \\[{s.status}] {escape(s.structured)}{note}", highlight=False, soft_wrap=True)
 

@@ -16,7 +16,9 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tagql.cli_support import err_console, fail
+from rich.text import Text
+
+from tagql.cli.output import emit_json, err_console, fail
 from tagql.errors import TagqlError
 
 app = typer.Typer(add_completion=False, invoke_without_command=True, no_args_is_help=False,
@@ -78,7 +80,7 @@ def route(
         if note:
             err.print(f"[yellow]note:[/] {note}")
     except TagqlError as exc:
-        _fail(exc)
+        _fail(exc, as_json=not pick)  # the output is JSON: so are its errors
 
 
 @app.command()
@@ -93,6 +95,7 @@ def index(
     questions_per_table: Annotated[int, typer.Option(help="synthetic questions per table")] = 24,
     finetune: Annotated[bool, typer.Option("--finetune/--no-finetune",
                                            help="fine-tune the encoder on synonym pairs in a new build (~4 min)")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (errors too)")] = False,
 ) -> None:
     """Build or update collection NAME, then train (or incrementally update) its router."""
     from tagql.config import load_settings
@@ -102,7 +105,7 @@ def index(
 
     t0 = time.perf_counter()
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=err, transient=True)
+                        console=err, transient=True, disable=as_json)
     tasks: dict[str, int] = {}
 
     def update(stage: str, done: int, total: int) -> None:
@@ -134,9 +137,15 @@ def index(
                     info = GraphRouter.build(coll, BuildConfig(questions_per_table=questions_per_table, finetune=finetune),
                                             update).meta
         tables = sum(len(e.schema.tables) for e in coll.entries.values())
-        err.print(f"collection [bold]{name}[/]: {len(coll.entries)} databases, {tables} tables, "
-                  f"{coll.graph.g.number_of_edges()} graph edges ({time.perf_counter() - t0:.1f} s) at {coll.path}")
-        if info:
-            err.print({k: v for k, v in info.items() if k != "weights"}, highlight=False)
+        summary = {"ok": True, "collection": name, "databases": len(coll.entries), "tables": tables,
+                   "graph_edges": coll.graph.g.number_of_edges(), "seconds": round(time.perf_counter() - t0, 1),
+                   "path": str(coll.path), "router": {k: v for k, v in info.items() if k != "weights"}}
+        if as_json:
+            emit_json(summary)
+            return
+        err.print(Text(f"collection {name}: {len(coll.entries)} databases, {tables} tables, "
+                       f"{summary['graph_edges']} graph edges ({summary['seconds']:.1f} s) at {coll.path}"))
+        for key, value in summary["router"].items():
+            err.print(Text(f"  router {key}: {json.dumps(value, default=str)}"))
     except TagqlError as exc:
-        _fail(exc)
+        _fail(exc, as_json)

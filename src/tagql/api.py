@@ -1,0 +1,288 @@
+"""The one public path. ``tagql.connect(...)`` opens a database or a collection of databases and returns a
+:class:`Session`; its :meth:`Session.ask` answers a question with any method, routed or not. The CLI,
+the REST service and the MCP server are thin shells over this module: they parse, call it, and print.
+
+Every option is checked before the language model loads (a typo costs no model load), and an option
+that does not apply is an error, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tagql.config import Settings, for_tag, load_settings
+from tagql.db.connection import Database, open_database
+from tagql.db.schema import Schema
+from tagql.errors import TagqlError
+from tagql.knowledge import Retriever
+from tagql.llm import make_llm
+from tagql.llm.base import LLM
+from tagql.models import METHODS, Answer, RouteCandidate, SqlResult
+from tagql.pipeline import TagQL, clean_question, open_knowledge
+
+ROUTE_METHODS = ("ours", "bm25", "dense")
+
+EventHandler = Callable[[str, dict[str, Any]], None]
+"""``on_event(name, data)``: stage events as they happen (``routed``, ``statements``, ``sql``, ``rows``,
+``answer``, ``done``), for interfaces that stream."""
+
+Chooser = Callable[[list[RouteCandidate]], RouteCandidate]
+"""Human in the loop for collections: given the candidate schemas, best first, return the one to use."""
+
+
+class UsageError(TagqlError):
+    """An option that does not exist or does not apply."""
+
+
+class NoConfidentRoute(TagqlError):
+    """Routing is unsure which database the question is about; ``candidates`` holds the best guesses."""
+
+    hint = "rephrase with the names of what you ask about, pick a schema, or answer anyway with force"
+
+    def __init__(self, message: str, candidates: list[RouteCandidate] | None = None) -> None:
+        super().__init__(message)
+        self.candidates = candidates or []
+
+
+def check_choice(name: str, value: str | None, allowed: tuple[str, ...] | list[str]) -> None:
+    """A one-line error naming the allowed values when ``value`` is not one of them."""
+    if value is not None and value not in allowed:
+        raise UsageError(f"unknown {name} '{value}'", f"use one of: {', '.join(allowed)}")
+
+
+def knowledge_methods() -> tuple[str, ...]:
+    from tagql.knowledge.retrieval import METHODS as KNOWLEDGE_METHODS
+
+    return tuple(KNOWLEDGE_METHODS)
+
+
+class Session:
+    """A database (or a collection of databases) with a language model. Create with :func:`connect`.
+
+    The model loads on the first question that needs it; ``sql``, ``schema`` and ``route`` never load it."""
+
+    def __init__(
+        self, *, settings: Settings, database: Database | None = None, collection: Any = None,
+        llm: str | LLM | None = None, knowledge: Retriever | str | Path | None = None,
+        knowledge_method: str | None = None, route_method: str = "ours",
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._database = database
+        self.collection = collection
+        self._llm_choice = llm
+        self._knowledge = knowledge
+        self.knowledge_method = knowledge_method
+        self.route_method = route_method
+        self.progress = progress
+        self._models: dict[str, LLM] = {}
+        self._dbs: dict[str, Database] = {} if database is None else {database.name: database}
+        self._retrievers: dict[str, Retriever | None] = {}
+        self._router: Any = None
+
+    # -- what is here --------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The database's name, or the collection's."""
+        return self.collection.name if self.collection is not None else self._database.name  # type: ignore[union-attr]
+
+    @property
+    def is_collection(self) -> bool:
+        return self.collection is not None
+
+    def databases(self) -> list[str]:
+        """The database names this session can answer over."""
+        return list(self.collection.databases) if self.is_collection else [self.name]
+
+    def database(self, name: str | None = None) -> Database:
+        """An opened database of this session (the only one, or ``name`` in a collection)."""
+        if not self.is_collection:
+            if name not in (None, self.name):
+                raise UsageError(f"no database '{name}' here", f"this session is on '{self.name}'")
+            return self._database  # type: ignore[return-value]
+        if not name:
+            raise UsageError("name a database of the collection", f"one of: {', '.join(self.databases())}")
+        if name not in self._dbs:
+            self._dbs[name] = self.collection.open(name, settings=self.settings.db)
+        return self._dbs[name]
+
+    def schema(self, database: str | None = None) -> Schema:
+        return self.database(database).schema
+
+    # -- answering -----------------------------------------------------------------------------------
+
+    def sql(self, query: str, database: str | None = None) -> SqlResult:
+        """Run one read-only query through the same checks as generated SQL (no LLM)."""
+        from tagql.tag.answer import json_value
+        from tagql.tag.query import prepare_sql
+
+        db = self.database(database)
+        result = db.execute(prepare_sql(query, db))
+        return SqlResult(database=db.name, sql=result.sql or query, columns=list(result.columns),
+                         rows=[[json_value(v) for v in r] for r in result.rows], truncated=result.truncated,
+                         notes=list(result.notes))
+
+    def route(self, question: str, k: int = 5) -> list[RouteCandidate]:
+        """The collection's best candidate schemas for ``question``, best first."""
+        if not self.is_collection:
+            raise UsageError("routing needs a collection", f"this session is on the database '{self.name}'")
+        if k < 1:
+            raise UsageError("k must be at least 1")
+        if self._router is None:
+            self._router = self.collection.router(self.route_method)
+        return [RouteCandidate.of(c) for c in self._router.route(clean_question(question), k)]
+
+    def ask(
+        self, question: str, *, method: str = "sql", k: int | None = None, choose: Chooser | None = None,
+        force: bool = False, on_event: EventHandler | None = None,
+    ) -> Answer:
+        """Answer ``question``: route (collections), retrieve up to ``k`` domain statements, write SQL,
+        run it read-only, answer from the rows; ``method`` picks a TAG method instead (``docs/tag.md``).
+        ``choose`` picks among routed candidates; ``force`` answers from the best guess when routing is unsure."""
+        self.check_options(method=method, k=k, choose=choose, force=force)
+        emit = on_event or (lambda name, data: None)
+        question = clean_question(question)
+        t0 = time.perf_counter()
+        routing: list[RouteCandidate] = []
+        notes: list[str] = []
+        tables: list[str] | None = None
+        if self.is_collection:
+            routing, chosen, note = self._route_for_ask(question, choose, force)
+            emit("routed", {"candidates": [c.model_dump() for c in routing], "chosen": chosen.model_dump()})
+            name, tables = chosen.database, chosen.tables
+            if note and choose is None:
+                notes.append(note)
+        else:
+            name = self.name
+        route_s = time.perf_counter() - t0
+        pipeline = self._pipeline(name, method, tables, k)
+        if method == "sql":
+            answer = pipeline.ask(question, k=k, on_event=emit)
+        else:
+            answer = self._answer_with_method(pipeline, question, method, emit)
+        answer.method = method
+        if self.is_collection:
+            answer.routing = routing
+            answer.notes.extend(notes)
+            answer.timings = {"route_s": round(route_s, 3), **answer.timings,
+                              "total_s": round(time.perf_counter() - t0, 3)}
+        emit("answer", {"answer": answer.answer, "values": answer.values})
+        emit("done", answer.to_dict())
+        return answer
+
+    def check_options(self, *, method: str = "sql", k: int | None = None, choose: Chooser | None = None,
+                      force: bool = False) -> None:
+        """Raise :class:`UsageError` for options of :meth:`ask` that do not exist or do not apply here;
+        interfaces call it before loading the model."""
+        check_choice("method", method, METHODS)
+        if k is not None and k < 0:
+            raise UsageError("k must be 0 or more")
+        if (choose is not None or force) and not self.is_collection:
+            raise UsageError("--pick/--force (choose/force) apply to collections only", f"'{self.name}' is one database")
+
+    def llm(self, method: str = "sql") -> LLM:
+        """The language model ``method`` runs on, loaded once (the TAG methods use ``tag.model``)."""
+        settings = self._settings_for(method)
+        key = settings.llm.model
+        if key not in self._models:
+            choice = self._llm_choice
+            if choice is not None and not isinstance(choice, str):
+                self._models[key] = choice
+            else:
+                self._models[key] = make_llm(settings, backend=choice, progress=self.progress)
+        return self._models[key]
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _settings_for(self, method: str) -> Settings:
+        passed_model = self._llm_choice is not None and not isinstance(self._llm_choice, str)
+        return self.settings if method == "sql" or passed_model else for_tag(self.settings)
+
+    def _retriever(self, name: str) -> Retriever | None:
+        if name not in self._retrievers:
+            k = self._knowledge
+            if k is not None and not isinstance(k, (str, Path)):
+                self._retrievers[name] = k
+            else:
+                self._retrievers[name] = open_knowledge(name, self.settings, k, method=self.knowledge_method)
+        return self._retrievers[name]
+
+    def _pipeline(self, name: str, method: str, tables: list[str] | None, k: int | None) -> TagQL:
+        db = self.database(name if self.is_collection else None)
+        subset = db.schema.subset(tables) if tables else None
+        return TagQL(db, self.llm(method), settings=self._settings_for(method), knowledge=self._retriever(name),
+                     knowledge_k=k, prompt_schema=subset if subset and subset.tables else None)
+
+    def _route_for_ask(self, question: str, choose: Chooser | None,
+                       force: bool) -> tuple[list[RouteCandidate], RouteCandidate, str | None]:
+        from tagql.routing.hitl import confidence_note
+
+        candidates = self.route(question, 5)
+        if not candidates:
+            raise TagqlError(f"no database of collection '{self.name}' matches the question")
+        note = confidence_note(candidates)
+        if note and choose is None and not force:
+            raise NoConfidentRoute(note, candidates)
+        chosen = choose(candidates) if choose else candidates[0]
+        if chosen.database not in self.databases():
+            raise UsageError(f"'{chosen.database}' is not a database of collection '{self.name}'")
+        return candidates, chosen, note
+
+    def _answer_with_method(self, pipeline: TagQL, question: str, method: str, emit: EventHandler) -> Answer:
+        from tagql.tag.methods import answer as answer_with
+
+        answer = answer_with(pipeline, question, method)
+        if answer.plan is not None:
+            emit("plan", answer.plan.model_dump())
+        if answer.sql:
+            emit("sql", {"sql": answer.sql})
+        emit("rows", {"columns": answer.columns, "rows": answer.rows, "truncated": answer.truncated})
+        return answer
+
+
+def connect(
+    db: str | Path | Database | None = None,
+    llm: str | LLM | None = None,
+    *,
+    collection: str | Any = None,
+    settings: Settings | None = None,
+    knowledge: Retriever | str | Path | None = None,
+    knowledge_method: str | None = None,
+    descriptions: str | Path | None = None,
+    route_method: str = "ours",
+    progress: Callable[[int, int], None] | None = None,
+) -> Session:
+    """Open ``db`` (a SQLite/DuckDB path or a SQLAlchemy URL) or ``collection`` (a name built with
+    ``tagql route index``) with ``llm`` (``"local"``, ``"openai"``, an :class:`~tagql.llm.LLM`, or None for
+    the configured default).
+
+    ``knowledge`` is a :class:`~tagql.knowledge.Retriever` or a knowledge-store path; by default each
+    database's store in ``knowledge_dir`` is used when it exists. ``progress(done, total)`` hears model
+    assembly on first use. The database is opened and its schema read now, so a bad path fails here."""
+    settings = settings or load_settings()
+    if (db is None) == (collection is None):
+        raise UsageError("give a database or a collection", "e.g. --db PATH_OR_URL or --collection NAME")
+    check_choice("knowledge method", knowledge_method, knowledge_methods())
+    check_choice("route method", route_method, ROUTE_METHODS)
+    if isinstance(llm, str):
+        check_choice("llm backend", llm, ("local", "openai"))
+    if collection is not None:
+        if knowledge is not None or descriptions is not None:
+            raise UsageError("knowledge and descriptions apply to one database, not a collection",
+                             "each database of a collection uses its own default store")
+        if isinstance(collection, str):
+            from tagql.routing.collection import Collection
+
+            collection = Collection.load(collection, settings)
+        collection.require_nonempty()
+        return Session(settings=settings, collection=collection, llm=llm, knowledge_method=knowledge_method,
+                       route_method=route_method, progress=progress)
+    database = db if isinstance(db, Database) else open_database(db, settings=settings.db,
+                                                                   descriptions_dir=descriptions)
+    _ = database.schema  # fail now on a database that cannot be read
+    return Session(settings=settings, database=database, llm=llm, knowledge=knowledge,
+                   knowledge_method=knowledge_method, route_method=route_method, progress=progress)

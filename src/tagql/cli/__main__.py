@@ -1,0 +1,3 @@
+from tagql.cli import main
+
+main()
