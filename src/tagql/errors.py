@@ -18,6 +18,11 @@ class TagqlError(Exception):
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
 
+def install_hint(extra: str) -> str:
+    """How to install an optional extra, printed literally (tagql installs from its checkout)."""
+    return f'install it from the tagql checkout with: pip install -e ".[{extra}]"'
+
+
 class ConfigError(TagqlError):
     """The configuration file or an environment variable is invalid."""
 

@@ -70,8 +70,9 @@ def test_cli_errors_are_one_line(runner_env: Path) -> None:
     from tagql.cli import app
 
     r = CliRunner().invoke(app, ["route", "--collection", "missing", "--jsonl"], input="")
-    assert r.exit_code == 2 and "no collection named 'missing'" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+    assert r.exit_code == 2  # the output is JSON lines: so is the error
+    assert json.loads(r.stdout) == {"ok": False, "error": json.loads(r.stdout)["error"]}
+    assert "no collection named 'missing'" in json.loads(r.stdout)["error"]
 
 
 def test_prompts_and_parsing(small_collection) -> None:

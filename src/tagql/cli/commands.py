@@ -100,7 +100,7 @@ def ask_command(
                 err_console.print(Text(f"--method {method}: planning and LM operators can take minutes on a CPU",
                                        style="dim"))
             on_event = _stderr_events() if as_json else None
-            session.check_options(method=method, k=k, choose=choose, force=force)  # before the model loads
+            session.check_options(question, method=method, k=k, choose=choose, force=force)  # before the model
             load_model(session, method, as_json)
             answer = session.ask(question, method=method, k=k, choose=choose, force=force, on_event=on_event)
         finally:

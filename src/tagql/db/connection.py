@@ -22,7 +22,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, Operati
 from tagql.config import DatabaseSettings
 from tagql.db.introspect import introspect
 from tagql.db.schema import Schema
-from tagql.errors import DatabaseNotFound, NotADatabase, QueryFailed, QueryTimeout, UnsafeQuery
+from tagql.errors import DatabaseNotFound, NotADatabase, QueryFailed, QueryTimeout, UnsafeQuery, install_hint
 
 # sqlglot dialect names for SQLAlchemy backends
 _DIALECTS = {
@@ -226,7 +226,11 @@ def open_database(
     """
     text = str(target)
     if "://" in text:
-        url = make_url(text)
+        try:
+            url = make_url(text)
+        except (ArgumentError, ValueError) as exc:
+            raise DatabaseNotFound(f"cannot parse the database URL '{text}': {exc}",
+                                   "check it, e.g. postgresql://user:password@host:5432/dbname") from None
         if url.drivername.startswith("sqlite"):
             if not url.database or url.database == ":memory:":
                 raise DatabaseNotFound("an in-memory SQLite database has no data", "pass a database file")
@@ -241,7 +245,7 @@ def open_database(
                 pass
         except (NoSuchModuleError, ArgumentError, ImportError) as exc:
             raise DatabaseNotFound(
-                f"no driver for '{url.drivername}': {exc}", "install it, e.g. pip install 'tagql[postgres]'"
+                f"no driver for '{url.drivername}': {exc}", install_hint("postgres")
             ) from exc
         except OperationalError as exc:
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from tagql.errors import DatabaseNotFound, NotADatabase, QueryTimeout, UnsafeQuery
+from tagql.errors import DatabaseNotFound, NotADatabase, QueryTimeout, UnsafeQuery, install_hint
 
 if TYPE_CHECKING:
     from tagql.db.schema import Table
@@ -50,7 +50,7 @@ CONFIG: dict[str, Any] = {
     "lock_configuration": True,
 }
 
-_INSTALL_HINT = "install it: pip install 'tagql[duckdb]'"
+_INSTALL_HINT = install_hint("duckdb")
 _RETURN_TYPES = {"VARCHAR": "string", "BIGINT": "int64", "DOUBLE": "float64", "BOOLEAN": "bool_"}
 
 

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tagql.errors import LLMOutputError, LLMUnavailable
+from tagql.errors import LLMOutputError, LLMUnavailable, install_hint
 from tagql.llm.base import Completion, Message, Usage
 from tagql.llm.lookup import MIN_DRAFT, RECENT_OUTPUTS, LookupStats, RecentOutputs, greedy_generate, looping
 
@@ -104,7 +104,7 @@ def _load(path: Path, n_ctx: int, n_threads: int, seed: int, extra_buffers: bool
         from llama_cpp import Llama
     except ImportError as exc:
         raise LLMUnavailable(
-            "the local backend needs llama-cpp-python", "install it with: pip install 'tagql[local]'"
+            "the local backend needs llama-cpp-python", install_hint("local")
         ) from exc
     _silence_llama_logs()
     key = (str(path), n_ctx, n_threads, seed, extra_buffers)

