@@ -18,6 +18,8 @@ from tagql.db.connection import Database, open_database
 from tagql.db.schema import Schema
 from tagql.errors import TagqlError
 from tagql.knowledge import Retriever
+from tagql.knowledge.store import STATUSES as STATEMENT_STATUSES
+from tagql.knowledge.store import KnowledgeBase, KnowledgeStoreError
 from tagql.llm import make_llm
 from tagql.llm.base import LLM
 from tagql.models import METHODS, Answer, RouteCandidate, SqlResult
@@ -51,6 +53,12 @@ def check_choice(name: str, value: str | None, allowed: tuple[str, ...] | list[s
     """A one-line error naming the allowed values when ``value`` is not one of them."""
     if value is not None and value not in allowed:
         raise UsageError(f"unknown {name} '{value}'", f"use one of: {', '.join(allowed)}")
+
+
+def default_knowledge_method() -> str:
+    from tagql.knowledge.retrieval import DEFAULT_METHOD
+
+    return DEFAULT_METHOD
 
 
 def knowledge_methods() -> tuple[str, ...]:
@@ -289,3 +297,187 @@ def connect(
     _ = database.schema  # fail now on a database that cannot be read
     return Session(settings=settings, database=database, llm=llm, knowledge=knowledge,
                    knowledge_method=knowledge_method, route_method=route_method, progress=progress)
+
+
+# -- domain knowledge: the stores experts write and reviewers approve ------------------------------------
+
+def open_knowledge_base(
+    db: str | Path | None = None, *, store: str | Path | None = None, db_id: str | None = None, create: bool = False,
+    settings: Settings | None = None,
+) -> tuple[Any, Database | None]:
+    """The knowledge store of a database and the connected database (None for a schema-only source).
+
+    ``db`` is a database path/URL, or a BIRD/Spider ``tables.json`` with ``db_id``; ``store`` defaults to
+    ``<knowledge_dir>/<db name>.kb``. With ``create`` a missing store is made for that schema."""
+    import json
+
+    from tagql.knowledge.store import default_store_path
+
+    settings = settings or load_settings()
+    if db is None:
+        if store is None and not db_id:
+            raise KnowledgeStoreError("give --store PATH or --db")
+        path = Path(store) if store is not None else default_store_path(str(db_id), settings)
+        return KnowledgeBase.open(path, create=False), None
+    source = Path(db).expanduser()
+    database: Database | None = None
+    if source.suffix.lower() == ".json":
+        if not db_id:
+            raise KnowledgeStoreError("--db with a tables.json needs --db-id NAME")
+        try:
+            entries = json.loads(source.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise KnowledgeStoreError(f"cannot read schemas from {source}: {exc}") from None
+        entry = next((e for e in entries if isinstance(e, dict) and e.get("db_id") == db_id), None)
+        if entry is None:
+            raise KnowledgeStoreError(f"no database {db_id!r} in {source}")
+        name, schema = db_id, Schema.from_spider(entry)
+    else:
+        database = open_database(db, settings=settings.db)
+        name, schema = db_id or database.name, database.schema
+    path = Path(store) if store is not None else default_store_path(name, settings)
+    return KnowledgeBase.open(path, create=create, db_id=name, schema=schema), database
+
+
+def add_statements(
+    kb: Any, statements: list[str], *, structured: bool = False, approved: bool = False, author: str = "",
+    llm: str | LLM | None = None, database: Database | None = None, settings: Settings | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Any]:
+    """Add plain-language statements (structured by the LLM into "'text' refers to SQL") or, with
+    ``structured``, ready ones; checked against the schema and, given ``database``, its data.
+
+    New statements are 'proposed' (used once a reviewer approves them) unless ``approved``. The
+    embedder is loaded before the LLM, so a missing one fails at once, not after the LLM's work."""
+    items = [s.strip() for s in statements if s and s.strip()]
+    if not items:
+        raise KnowledgeStoreError("nothing to add", "pass a statement or --file")
+    _ = kb.embedder  # fail now when the embedding model is not installed
+    if structured:
+        ids = kb.add_structured(items, status="approved" if approved else "proposed", author=author)
+    else:
+        from tagql.knowledge.structuring import Structurer
+
+        settings = settings or load_settings()
+        if isinstance(llm, str):
+            check_choice("llm backend", llm, ("local", "openai"))
+        model = llm if llm is not None and not isinstance(llm, str) else make_llm(settings, backend=llm,
+                                                                                    progress=progress)
+        ids = kb.add_nl(items, Structurer(model, kb.schema, kb.exemplars()), author=author, approve_valid=approved)
+    if database is not None:  # a live database: the new statements' constants are checked against its data
+        kb.check(database, only=ids)
+    return [kb.get(i) for i in ids]
+
+
+def exemplars_from_json(text: str) -> list[Any]:
+    """Few-shot structuring exemplars from a JSON list of ``{nl, structured}``."""
+    from tagql.knowledge.structuring import exemplars_from_json as parse
+
+    return parse(text)
+
+
+def import_paper_statements(
+    data: Path, out_dir: Path, only: list[str] | None = None, *, llm: str | LLM | None = None,
+    settings: Settings | None = None,
+) -> list[tuple[str, Any, int]]:
+    """One store per BIRD database from the knowledge paper's IN-set statements: (name, store, added)."""
+    from tagql.knowledge.importer import PAPER_DBS, bird_sqlite, import_database
+
+    settings = settings or load_settings()
+    model = None if llm is None else (llm if not isinstance(llm, str) else make_llm(settings, backend=llm))
+    done = []
+    for name in only or PAPER_DBS:
+        sqlite = bird_sqlite(data, name)
+        database = open_database(sqlite, settings=settings.db) if sqlite.exists() else None
+        kb, n = import_database(data, name, out_dir / f"{name}.kb", llm=model, database=database)
+        done.append((name, kb, n))
+    return done
+
+
+def statement_holds_back(reason: str) -> bool:
+    """Whether a data-check reason keeps an approved statement out of prompts until it is fixed."""
+    from tagql.knowledge.validate import holds_back
+
+    return holds_back(reason)
+
+
+# -- collections of databases ------------------------------------------------------------------------
+
+def route_note(candidates: list[RouteCandidate]) -> str | None:
+    """A one-line warning when no candidate looks right (the question may be about none of them)."""
+    from tagql.routing.hitl import confidence_note
+
+    return confidence_note(candidates)
+
+
+def index_collection(
+    name: str, *, spider_tables: Path | None = None, spider_databases: Path | None = None,
+    ddl: list[Path] | None = None, databases: list[str] | None = None, remove: list[str] | None = None,
+    build_router: bool = True, questions_per_table: int = 24, finetune: bool = False,
+    progress: Callable[[str, int, int], None] | None = None, settings: Settings | None = None,
+) -> dict[str, Any]:
+    """Build or update collection ``name`` from its sources, then train (or incrementally update) its
+    router; ``progress(stage, done, total)`` hears each stage. Returns a summary."""
+    from tagql.routing.collection import Collection
+    from tagql.routing.errors import EmptyCollection
+    from tagql.routing.ours import BuildConfig, GraphRouter
+
+    t0 = time.perf_counter()
+    tick = progress or (lambda stage, done, total: None)
+    coll = Collection.create(name, settings or load_settings())
+    existed = bool(coll.entries)
+    for r in remove or []:
+        coll.remove(r)
+    if spider_tables:
+        coll.add_spider(spider_tables, spider_databases, progress=tick)
+    for f in ddl or []:
+        coll.add_ddl(f)
+    for i, target in enumerate(databases or []):
+        coll.add_database(target)
+        tick("reading databases", i + 1, len(databases or []))
+    if not coll.entries:
+        raise EmptyCollection(f"collection '{name}' would have no databases")
+    coll.save()
+    info: dict[str, Any] = {}
+    if build_router:
+        if existed and (coll.path / "router" / "meta.json").exists():
+            info = GraphRouter.load(coll).update(progress=tick)
+        else:
+            info = GraphRouter.build(coll, BuildConfig(questions_per_table=questions_per_table, finetune=finetune),
+                                     tick).meta
+    return {"ok": True, "collection": name, "databases": len(coll.entries),
+            "tables": sum(len(e.schema.tables) for e in coll.entries.values()),
+            "graph_edges": coll.graph.g.number_of_edges(), "seconds": round(time.perf_counter() - t0, 1),
+            "path": str(coll.path), "router": {k: v for k, v in info.items() if k != "weights"}}
+
+
+# -- set-up --------------------------------------------------------------------------------------------
+
+def demo_database() -> Path:
+    """The bundled demo database (BIRD's superhero, CC BY-SA 4.0)."""
+    from tagql.demo import demo_database_path
+
+    return demo_database_path()
+
+
+def prepare_model(name: str | None = None, *, settings: Settings | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Assemble and verify an embedded model now (it is otherwise done on first use): its path, and the
+    models tagql knows with the role each plays in the configuration."""
+    from tagql.llm.model_pack import PACKS, REQUANTIZED, resolve_model_path
+
+    settings = settings or load_settings()
+    chosen = name or settings.llm.model
+    path = resolve_model_path(chosen, settings.cache_dir, progress)
+    roles = {settings.llm.model: "default for ask", settings.tag.model: "default for --method"}
+    return {"ok": True, "model": chosen, "path": str(path),
+            "models": [{"name": p.name, "description": p.description, "role": roles.get(p.name, "")}
+                       for p in [*PACKS.values(), *REQUANTIZED.values()]]}
+
+
+__all__ = [
+    "ROUTE_METHODS", "STATEMENT_STATUSES", "KnowledgeBase", "KnowledgeStoreError", "NoConfidentRoute", "Session",
+    "UsageError", "add_statements", "check_choice", "connect", "default_knowledge_method", "demo_database",
+    "exemplars_from_json", "import_paper_statements", "index_collection", "knowledge_methods",
+    "open_knowledge_base", "prepare_model", "route_note", "statement_holds_back",
+]

@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tagql.llm.scripted import ScriptedLLM
-from tagql.routing.hitl import choose_candidate, confidence_note
+from tagql.cli.output import choose_candidate
+from tagql.routing.hitl import confidence_note
 from tagql.routing.prompts import (
     best_schema_messages,
     multi_schema_cot_messages,

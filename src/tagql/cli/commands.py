@@ -10,8 +10,9 @@ import typer
 from rich.syntax import Syntax
 from rich.text import Text
 
-from tagql.api import Session, connect, knowledge_methods
+from tagql.api import Session, connect, demo_database, knowledge_methods, prepare_model, route_note
 from tagql.cli.output import (
+    choose_candidate,
     console,
     download_progress,
     emit_json,
@@ -126,10 +127,8 @@ def _stderr_events():
 
 
 def _terminal_chooser():
-    from tagql.routing.hitl import choose_candidate, confidence_note
-
     def choose(cands: list[RouteCandidate]) -> RouteCandidate:
-        note = confidence_note(cands)
+        note = route_note(cands)
         if note:
             err_console.print(Text.assemble(("note: ", "yellow"), note))
         return choose_candidate(cands, lambda p: typer.prompt(p, default="1"), lambda s: err_console.print(Text(s)))
@@ -150,10 +149,8 @@ def demo_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Ask a few questions of the bundled demo database (BIRD's superhero, CC BY-SA 4.0)."""
-    from tagql.demo import demo_database_path
-
     with user_errors(as_json):
-        path = demo_database_path()
+        path = demo_database()
         if not as_json:
             console.print(Text.assemble("demo database: ", (str(path), "bold"),
                                         " (BIRD 'superhero', CC BY-SA 4.0; see ATTRIBUTION.md)"))
@@ -214,27 +211,19 @@ def model_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Assemble and verify the embedded model now (it is otherwise done on first use)."""
-    from tagql.llm.model_pack import PACKS, REQUANTIZED, resolve_model_path
-
     with user_errors(as_json):
-        settings = load_settings()
-        chosen = name or settings.llm.model
         update, stop = model_progress(as_json)
         try:
-            path = resolve_model_path(chosen, settings.cache_dir, update)
+            info = prepare_model(name, progress=update)
         finally:
             stop()
-        known = [*PACKS.values(), *REQUANTIZED.values()]
-        roles = {settings.llm.model: "default for ask", settings.tag.model: "default for --method"}
         if as_json:
-            emit_json({"ok": True, "model": chosen, "path": str(path),
-                       "models": [{"name": p.name, "description": p.description, "role": roles.get(p.name, "")}
-                                  for p in known]})
+            emit_json(info)
             return
-        console.print(Text(f"model ready: {path}"))
-        for p in known:
-            role = f"  <- {roles[p.name]}" if p.name in roles else ""
-            console.print(Text(f"  {p.name}: {p.description}{role}"))
+        console.print(Text(f"model ready: {info['path']}"))
+        for m in info["models"]:
+            role = f"  <- {m['role']}" if m["role"] else ""
+            console.print(Text(f"  {m['name']}: {m['description']}{role}"))
 
 
 def config_command(as_json: JsonOpt = False) -> None:

@@ -16,9 +16,20 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from tagql.api import (
+    STATEMENT_STATUSES,
+    KnowledgeBase,
+    KnowledgeStoreError,
+    add_statements,
+    check_choice,
+    default_knowledge_method,
+    exemplars_from_json,
+    import_paper_statements,
+    knowledge_methods,
+    open_knowledge_base,
+    statement_holds_back,
+)
 from tagql.cli.output import console, emit_json, err_console, fail, user_errors
-from tagql.knowledge.retrieval import DEFAULT_METHOD, METHODS, UnknownMethod
-from tagql.knowledge.store import STATUSES, KnowledgeBase, KnowledgeStoreError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Domain knowledge: expert statements per database.")
 out = console
@@ -27,51 +38,8 @@ _fail = fail
 _errors = user_errors
 
 
-def load_database(db: str, db_id: str | None) -> tuple[str, Any, Any]:
-    """(database name, Schema, the connected Database or None) from a database path/URL, or from a
-    tables.json + db id (a schema without data: no Database)."""
-    p = Path(db).expanduser()
-    if p.suffix.lower() == ".json":
-        if not db_id:
-            raise KnowledgeStoreError("--db with a tables.json needs --db-id NAME")
-        try:
-            entries = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise KnowledgeStoreError(f"cannot read schemas from {p}: {exc}") from None
-        entry = next((e for e in entries if e.get("db_id") == db_id), None)
-        if entry is None:
-            raise KnowledgeStoreError(f"no database {db_id!r} in {p}")
-        from tagql.db.schema import Schema
-
-        return db_id, Schema.from_spider(entry), None
-    from tagql.config import load_settings
-    from tagql.db import open_database
-
-    database = open_database(db, settings=load_settings().db)
-    return db_id or database.name, database.schema, database
-
-
-def store_path(store: Path | None, name: str | None) -> Path:
-    if store is not None:
-        return store
-    if not name:
-        raise KnowledgeStoreError("give --store PATH or --db")
-    from tagql.knowledge.store import default_store_path
-
-    return default_store_path(name)
-
-
 def open_kb(store: Path | None, db: str | None, db_id: str | None, *, create: bool) -> KnowledgeBase:
-    return open_kb_and_database(store, db, db_id, create=create)[0]
-
-
-def open_kb_and_database(store: Path | None, db: str | None, db_id: str | None, *,
-                         create: bool) -> tuple[KnowledgeBase, Any]:
-    """The store, and the connected database behind ``--db`` (None for a tables.json or no --db)."""
-    if db:
-        name, schema, database = load_database(db, db_id)
-        return KnowledgeBase.open(store_path(store, name), create=create, db_id=name, schema=schema), database
-    return KnowledgeBase.open(store_path(store, db_id), create=False), None
+    return open_knowledge_base(db, store=store, db_id=db_id, create=create)[0]
 
 
 StoreOpt = Annotated[Path | None, typer.Option("--store", help="knowledge store file (default: per database in knowledge_dir)")]
@@ -104,24 +72,16 @@ def add(
             raise KnowledgeStoreError("nothing to add", "pass a statement or --file")
         if not db and store is None:
             raise KnowledgeStoreError("add needs --db (the statements are about a database)")
-        kb, database = open_kb_and_database(store, db, db_id, create=True)
-        if structured:
-            ids = kb.add_structured(items, status="approved" if approved else "proposed", author=author)
-        else:
-            from tagql.config import load_settings
-            from tagql.knowledge.structuring import Structurer
-            from tagql.llm import make_llm
-
-            settings = load_settings()
-            with err.status("loading the language model..."):
-                model = make_llm(settings, backend=llm)
-            structurer = Structurer(model, kb.schema, kb.exemplars())
-            ids = kb.add_nl(items, structurer, author=author, approve_valid=approved)
-        if database is not None:  # a live database: the new statements' constants are checked against its data
-            kb.check(database, only=ids)
-        for s in (kb.get(i) for i in ids):
+        if llm is not None:
+            check_choice("llm backend", llm, ("local", "openai"))
+        kb, database = open_knowledge_base(db, store=store, db_id=db_id, create=True)
+        with err.status("structuring with the language model...") if not (structured or as_json) else _quiet():
+            added = add_statements(kb, items, structured=structured, approved=approved, author=author, llm=llm,
+                                   database=database)
+        for s in added:
             _show(s, as_json)
-        pending = sum(kb.get(i).status == "proposed" for i in ids)
+        ids = [s.id for s in added]
+        pending = sum(s.status == "proposed" for s in added)
         err.print(f"{len(ids)} statement(s) stored in {kb.path}"
                   + (f"; {pending} proposed: used once approved (tagql knowledge review)" if pending else ""))
 
@@ -134,7 +94,7 @@ def list_(
 ) -> None:
     """List statements with their NL original, structured form and status."""
     with _errors(as_json):
-        if status and status not in STATUSES:
+        if status and status not in STATEMENT_STATUSES:
             raise KnowledgeStoreError(f"unknown status {status!r}", "use proposed, approved or rejected")
         kb = open_kb(store, db, db_id, create=False)
         rows = kb.list(status)
@@ -222,15 +182,13 @@ def check(db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None,
     with _errors(as_json):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        from tagql.knowledge.validate import holds_back
-
-        kb, database = open_kb_and_database(store, db, db_id, create=False)
+        kb, database = open_knowledge_base(db, store=store, db_id=db_id)
         with Progress(TextColumn("checking statements"), BarColumn(), MofNCompleteColumn(), console=err,
                       transient=True, disable=as_json) as bar:
             task = bar.add_task("check", total=None)
             changed = kb.check(database, progress=lambda done, total: bar.update(task, completed=done, total=total))
         live = [s for s in kb.list(("proposed", "approved")) if s.sql]
-        held = sum(holds_back(s.reason) for s in live if s.status == "approved")
+        held = sum(statement_holds_back(s.reason) for s in live if s.status == "approved")
         against = "schema and data" if database is not None else "schema only"
         if as_json:
             emit_json({"ok": True, "checked": len(live), "against": against, "held_back": held,
@@ -245,6 +203,14 @@ def check(db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None,
                   f"{held} approved statement(s) held back from prompts until fixed")
 
 
+class _quiet:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 def _show(s: Any, as_json: bool = False) -> None:
     if as_json:
         emit_json(s.to_dict())
@@ -256,7 +222,7 @@ def _show(s: Any, as_json: bool = False) -> None:
 @app.command()
 def retrieve(
     store: Annotated[Path, typer.Option("--store", help="knowledge store file")],
-    method: Annotated[str, typer.Option("--method", help="|".join(METHODS))] = DEFAULT_METHOD,
+    method: Annotated[str, typer.Option("--method", help="|".join(knowledge_methods()))] = default_knowledge_method(),
     k: Annotated[int | None, typer.Option(
         "--k", min=0, help="exactly the top K (default: up to 3 above the method's score floor)")] = None,
     jsonl: Annotated[bool, typer.Option("--jsonl", help="read JSON lines with 'question' from stdin")] = False,
@@ -265,8 +231,7 @@ def retrieve(
 ) -> None:
     """Retrieve statements per question; with --jsonl, one JSON line out per line in, in order."""
     with _errors():
-        if method not in METHODS:
-            raise UnknownMethod(f"unknown retrieval method {method!r}")
+        check_choice("retrieval method", method, knowledge_methods())
         kb = KnowledgeBase.open(store, create=False)
         statuses = ("approved", "proposed") if all_statuses else ("approved",)
         ret = kb.retriever(method, statuses=statuses)
@@ -303,19 +268,7 @@ def import_paper(
     """Build one store per BIRD database from the paper's IN-set statements (set1 files); where the
     database's data is present, statements are also checked against its values."""
     with _errors():
-        from tagql.config import load_settings
-        from tagql.db import open_database
-        from tagql.knowledge.importer import PAPER_DBS, bird_sqlite, import_database
-
-        model = None
-        if nl:
-            from tagql.llm import make_llm
-
-            model = make_llm(load_settings(), backend=llm)
-        for name in only or PAPER_DBS:
-            sqlite = bird_sqlite(data, name)
-            database = open_database(sqlite, settings=load_settings().db) if sqlite.exists() else None
-            kb, n = import_database(data, name, out_dir / f"{name}.kb", llm=model, database=database)
+        for name, kb, n in import_paper_statements(data, out_dir, only, llm=llm if nl else None):
             out.print(f"{name}: {n} statements -> {kb.path} ({', '.join(f'{k} {v}' for k, v in kb.count().items())})")
 
 
@@ -326,8 +279,6 @@ def exemplars(
 ) -> None:
     """Show, or set with --file, the per-database few-shot exemplars used for structuring."""
     with _errors():
-        from tagql.knowledge.structuring import exemplars_from_json
-
         kb = open_kb(store, db, db_id, create=False)
         if file is not None:
             try:

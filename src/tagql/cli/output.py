@@ -4,31 +4,35 @@ progress bars, and printing results. Values from databases are printed as text, 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperOption
 
+from tagql.cli.interrupts import EXIT_INTERRUPTED, announce_interrupt
 from tagql.errors import TagqlError
+from tagql.models import RouteCandidate
 
 console = Console()
 err_console = Console(stderr=True)
 
 EXIT_ERROR = 2
-EXIT_INTERRUPTED = 130
 
 # typer 0.29 shows every flag as "--json <bool>", as if it took a value: flags show no type
 _display_type = TyperOption.display_type_rich
@@ -55,21 +59,6 @@ def fail(exc: BaseException, as_json: bool = False) -> None:
     raise typer.Exit(EXIT_ERROR)
 
 
-_announced = threading.Event()
-
-
-def announce_interrupt(as_json: bool = False) -> None:
-    """Say "interrupted" once, however many paths notice Ctrl-C."""
-    if _announced.is_set():
-        return
-    _announced.set()
-    if as_json:
-        emit_json({"ok": False, "error": "interrupted"})
-    else:
-        sys.stderr.write("interrupted\n")
-        sys.stderr.flush()
-
-
 @contextmanager
 def user_errors(as_json: bool = False) -> Iterator[None]:
     """Turn tagql errors into one line and exit status 2, and Ctrl-C into "interrupted" and 130."""
@@ -80,31 +69,6 @@ def user_errors(as_json: bool = False) -> Iterator[None]:
     except KeyboardInterrupt:
         announce_interrupt(as_json)
         raise typer.Exit(EXIT_INTERRUPTED) from None
-
-
-def watch_interrupts(grace_s: float = 0.5) -> None:
-    """Make Ctrl-C end the process within a second, whatever it is doing.
-
-    Python raises ``KeyboardInterrupt`` only between bytecodes, so a long call into llama.cpp (loading
-    the model, evaluating a prompt) would hold it for seconds. The C-level signal handler writes to a
-    wakeup pipe at once; a watcher thread reads it, gives the main thread ``grace_s`` to unwind cleanly
-    (stores commit or roll back in SQLite transactions, files are written by atomic rename), then exits
-    with status 130 itself."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-
-    def watch() -> None:
-        while os.read(read_fd, 1) != bytes([signal.SIGINT]):
-            pass
-        time.sleep(grace_s)
-        announce_interrupt("--json" in sys.argv)
-        os._exit(EXIT_INTERRUPTED)
-
-    threading.Thread(target=watch, name="tagql-interrupt", daemon=True).start()
 
 
 def download_progress(label: str, quiet: bool = False) -> tuple[Callable[[int, int], None], Callable[[], None]]:
@@ -184,5 +148,27 @@ def cost_line(timings: dict[str, float], tokens: dict[str, float]) -> str:
             f"{int(tokens.get('prompt_tokens', 0))}+{int(tokens.get('completion_tokens', 0))} tokens")
 
 
-__all__ = ["console", "count_progress", "download_progress", "emit_json", "err_console", "escape", "fail",
-           "print_answer", "rows_table", "user_errors", "watch_interrupts"]
+def render_candidates(cands: Sequence[RouteCandidate], n: int = 5) -> str:
+    lines = []
+    for i, c in enumerate(cands[:n], 1):
+        conf = f" confidence {c.confidence:.2f}" if c.confidence is not None else ""
+        lines.append(f"{i}. {c.database}: {', '.join(c.tables)} (score {c.score:.2f}{conf})")
+    return "\n".join(lines)
+
+
+def choose_candidate(cands: Sequence[RouteCandidate], input_fn: Callable[[str], str],
+                     print_fn: Callable[[str], None] = print, n: int = 5) -> RouteCandidate:
+    """Print the top-``n`` candidates and return the one the user picks (1-based; empty = 1)."""
+    if not cands:
+        raise TagqlError("no candidate schemas to choose from")
+    print_fn(render_candidates(cands, n))
+    shown = min(n, len(cands))
+    while True:
+        raw = (input_fn(f"pick a schema [1-{shown}]") or "1").strip()
+        if raw.isdigit() and 1 <= int(raw) <= shown:
+            return cands[int(raw) - 1]
+        print_fn(f"please answer a number from 1 to {shown}")
+
+
+__all__ = ["choose_candidate", "console", "count_progress", "download_progress", "emit_json", "err_console", "escape", "fail",
+           "print_answer", "rows_table", "user_errors"]

