@@ -29,7 +29,7 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def session(demo_db_path: Path) -> tagql.TagQL:
+def session(demo_db_path: Path) -> tagql.Session:
     return tagql.connect(demo_db_path, llm="local")
 
 
@@ -38,9 +38,9 @@ def same_rows(a: list, b: list) -> bool:
 
 
 @pytest.mark.parametrize(("question", "gold"), CASES)
-def test_local_model_answers_match_gold_sql(session: tagql.TagQL, question: str, gold: str) -> None:
+def test_local_model_answers_match_gold_sql(session: tagql.Session, question: str, gold: str) -> None:
     answer = session.ask(question)
-    expected = open_database(session.db.path).execute(gold).rows
+    expected = open_database(session.database().path).execute(gold).rows
     assert same_rows(answer.rows, [list(r) for r in expected]), answer.sql
     assert answer.answer and answer.answer != "(the model gave no answer; see the rows)"
     # the number the database returned is the one the answer states
@@ -59,9 +59,9 @@ def test_cli_ask_json(demo_db_path: Path) -> None:
     assert data["values"] == [750]
 
 
-def test_local_json_schema_output_is_constrained(session: tagql.TagQL) -> None:
+def test_local_json_schema_output_is_constrained(session: tagql.Session) -> None:
     from tagql.llm import user
 
     schema = {"type": "object", "properties": {"is_city": {"type": "boolean"}}, "required": ["is_city"]}
-    reply = session.llm.complete([user("Is Paris a city? Answer in JSON.")], json_schema=schema, max_tokens=20)
+    reply = session.llm().complete([user("Is Paris a city? Answer in JSON.")], json_schema=schema, max_tokens=20)
     assert json.loads(reply.text) == {"is_city": True}

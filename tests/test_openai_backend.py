@@ -42,7 +42,7 @@ def server() -> Iterator[str]:
 def test_openai_backend_answers_through_a_real_server(server: str, demo_db_path: Path) -> None:
     settings = load_settings(llm=LLMSettings(backend="openai", base_url=server, openai_model="qwen-small"))
     tq = tagql.connect(demo_db_path, settings=settings)
-    assert tq.llm.name == "openai:qwen-small"
+    assert tq.llm().name == "openai:qwen-small"
     answer = tq.ask("How many superheroes are there?")
     assert answer.values == [750], answer.sql
     assert answer.tokens["calls"] == 2 and answer.tokens["prompt_tokens"] > 500

@@ -19,7 +19,7 @@ def main() -> None:
     try:
         import click
 
-        from tagql.cli.app import app
+        from tagql.cli.application import app
 
         try:
             code = app(standalone_mode=False)
@@ -36,7 +36,7 @@ def main() -> None:
 
 def __getattr__(name: str) -> Any:
     if name == "app":  # loaded on use, so that ``main`` can watch for Ctrl-C before the heavy imports
-        from tagql.cli.app import app
+        from tagql.cli.application import app
 
         return app
     raise AttributeError(name)
