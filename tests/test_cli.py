@@ -86,6 +86,7 @@ def test_every_method_prints_in_text_and_json_mode(method: str, tmp_path: Path, 
     js = runner.invoke(app, [*args, "--json"])
     assert js.exit_code == 0, js.output
     got = json.loads(js.stdout.splitlines()[-1])
+    assert "rows:" in js.stderr  # stages report on stderr while --json keeps stdout to the one object
     assert got["method"] == method and got["question"].startswith("Which publishers") and "answer" in got
 
 

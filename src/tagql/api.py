@@ -245,8 +245,12 @@ class Session:
 
     def _answer_with_method(self, pipeline: TagQL, question: str, method: str, emit: EventHandler) -> Answer:
         from tagql.tag.methods import answer as answer_with
+        from tagql.tag.methods import make_engine
 
-        answer = answer_with(pipeline, question, method)
+        def progress(op: str, done: int, total: int) -> None:
+            emit("progress", {"operator": op, "done": done, "total": total})
+
+        answer = answer_with(pipeline, question, method, engine=make_engine(pipeline.for_tag(), progress=progress))
         if answer.plan is not None:
             emit("plan", answer.plan.model_dump())
         if answer.sql:

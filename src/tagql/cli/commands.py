@@ -100,7 +100,7 @@ def ask_command(
             if method != "sql" and not as_json:
                 err_console.print(Text(f"--method {method}: planning and LM operators can take minutes on a CPU",
                                        style="dim"))
-            on_event = _stderr_events() if as_json else None
+            on_event = _stderr_events() if as_json or method != "sql" else None
             session.check_options(question, method=method, k=k, choose=choose, force=force)  # before the model
             load_model(session, method, as_json)
             answer = session.ask(question, method=method, k=k, choose=choose, force=force, on_event=on_event)
@@ -113,10 +113,13 @@ def ask_command(
 
 
 def _stderr_events():
-    """With --json, stages report on stderr as they end, so a long --method tag run is not silent."""
+    """Stages report on stderr as they end (LM operators as they go), so a long --method tag run or a
+    --json run is not silent."""
 
     def on_event(name: str, data: dict) -> None:
-        if name == "sql" and data.get("sql"):
+        if name == "progress":
+            err_console.print(Text(f"{data['operator']}: {data['done']}/{data['total']}", style="dim"))
+        elif name == "sql" and data.get("sql"):
             err_console.print(Text(f"sql: {data['sql']}", style="dim"), soft_wrap=True)
         elif name == "rows":
             err_console.print(Text(f"rows: {len(data.get('rows', []))}", style="dim"))
