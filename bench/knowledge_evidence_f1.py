@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tagql.embeddings import default_embedder
+from tagql.embeddings import BACKENDS, make_embedder
 from tagql.knowledge.canon import canonicalise
 from tagql.knowledge.importer import load_set1, structured_or_raw
 from tagql.knowledge.retrieval import Corpus, IndexRetriever, make_method
@@ -41,8 +41,7 @@ class CachingEmbedder:
 
     def __init__(self, inner, path: Path | None = None) -> None:
         self.inner, self.name, self.dim, self.cache = inner, inner.name, inner.dim, {}
-        self._model = getattr(inner, "_model", None)  # lets the pooled-window variant reach token vectors
-        self._lock = getattr(inner, "_lock", None)
+        self.tokenizer_file = inner.tokenizer_file  # a TokenEmbedder: hybrid-fast / hybrid-static reach tokens
         self.path = path
         if path and path.exists():
             import pickle
@@ -54,6 +53,12 @@ class CachingEmbedder:
             import pickle
 
             self.path.write_bytes(pickle.dumps(self.cache))
+
+    def token_vectors(self, text: str):
+        return self.inner.token_vectors(text)
+
+    def pool_ids(self, ids):
+        return self.inner.pool_ids(ids)
 
     def embed(self, texts: list[str], batch_size: int = 128) -> np.ndarray:
         todo = list(dict.fromkeys(t for t in texts if t not in self.cache))
@@ -141,10 +146,10 @@ def synthetic_repository(data: Path, size: int, seed: int = 0) -> tuple[list[str
     return texts, sqls
 
 
-def latency(data: Path, methods: list[str], n_questions: int, synthetic: int) -> dict:
+def latency(data: Path, methods: list[str], n_questions: int, synthetic: int, backend: str | None = None) -> dict:
     """p50/p95 of ``retrieve(question, k=4)`` per question, in a loop, models warm (one untimed
     call first, which also builds any per-corpus index such as the static statement vectors)."""
-    emb = default_embedder()  # no cache: what a user sees
+    emb = make_embedder(backend=backend)  # no cache: what a user sees
     items = [it for it in load_set1(data, "thrombosis_prediction") if it.gold]
     repo = list(dict.fromkeys(s for it in items for s in it.gold))
     questions = [it.question for it in items][:n_questions]
@@ -212,6 +217,7 @@ def main() -> None:
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--latency-questions", type=int, default=60)
     ap.add_argument("--synthetic", type=int, default=20000)
+    ap.add_argument("--backend", choices=BACKENDS, default=None, help="embedding backend (default: the configured one)")
     ap.add_argument("--cache", type=Path, default=None, help="pickle file to memoise embeddings across runs")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "knowledge_evidence_f1.json")
     ap.add_argument("--merge", action="store_true",
@@ -220,10 +226,12 @@ def main() -> None:
     a = ap.parse_args()
     t0 = time.time()
     res: dict = {"load_avg_start": load(), "cores": os.cpu_count()}
-    cache = CachingEmbedder(default_embedder(), a.cache)
+    inner = make_embedder(backend=a.backend)
+    res["embedder"] = inner.name
+    cache = CachingEmbedder(inner, a.cache)
     res.update(evidence_f1(a.data, a.methods, cache, a.dbs))
     cache.save()
-    print(f"evidence F1 (macro over {res['questions']} questions), embedder all-MiniLM-L6-v2")
+    print(f"evidence F1 (macro over {res['questions']} questions), embedder {inner.name}")
     hdr = f"{'database':26s} {'#q':>4s} {'#st':>4s} " + " ".join(f"{m[:13]:>13s}" for m in a.methods)
     print(hdr)
     for db, r in res["per_db"].items():
@@ -233,7 +241,7 @@ def main() -> None:
     res["min_db_f1"] = {m: min(r[m] for r in res["per_db"].values()) for m in a.methods}
     timed = a.latency_methods or [m for m in a.methods if m.split(":")[0] not in ("none", "all")]
     if not a.no_latency:
-        lat = latency(a.data, timed, a.latency_questions, a.synthetic)
+        lat = latency(a.data, timed, a.latency_questions, a.synthetic, a.backend)
         res["latency"] = lat
     res["load_avg_end"] = load()
     big = f"repo_{a.synthetic}"

@@ -57,6 +57,7 @@ from tagql.knowledge.importer import import_database, load_set1, structured_or_r
 from tagql.knowledge.instantiate import for_question
 from tagql.knowledge.retrieval import DEFAULT_METHOD
 from tagql.tag.query import prepare_sql
+from tagql.embeddings import make_embedder
 
 DBS = ["student_club", "superhero", "toxicology"]
 CONDITIONS = ["none", "all", "bm25", "sbr", DEFAULT_METHOD, "qs"]
@@ -131,7 +132,8 @@ def main() -> None:
     setup: dict[str, tuple] = {}
     for dbname in a.dbs:
         db = open_database(a.data / "bird" / "dev_databases" / dbname / f"{dbname}.sqlite", settings=settings.db)
-        kb, _ = import_database(a.data, dbname, a.stores / f"{dbname}.kb", database=db)  # checked against the data
+        kb, _ = import_database(a.data, dbname, a.stores / f"{dbname}.kb", database=db,
+                                embedder=make_embedder())  # checked against the data
         rets = {c: retriever(kb, c) for c in a.conditions if c not in REFERENCES}
         synth = QuerySynthesizer(db, llm, max_tokens=settings.answer.max_sql_tokens, retries=settings.answer.sql_retries,
                                   statement_style=settings.answer.statement_style, fallback_without_statements=fallback)

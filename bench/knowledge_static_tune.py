@@ -25,7 +25,8 @@ import numpy as np
 
 from tagql.knowledge.importer import load_set1, structured_or_raw
 from tagql.knowledge.retrieval import Corpus, IndexRetriever, StaticHybridMethod
-from tagql.knowledge.static import StaticModel, load_static, minilm_dir
+from tagql.embeddings import make_embedder
+from tagql.knowledge.static import StaticModel, load_static
 
 sys.path.insert(0, str(Path(__file__).parent))
 from knowledge_evidence_f1 import DBS, f1
@@ -77,7 +78,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "knowledge_static_tune.json")
     a = ap.parse_args()
     t0 = time.time()
-    model = load_static()
+    model = load_static(make_embedder())
     sets = setups(a.data)
     res: dict = {"grid": {}}
     print("1. grid (macro F1, worst database)")
@@ -104,7 +105,7 @@ def main() -> None:
         res["ablation"][f"stem={stem} w_case={w_case}"] = {x: g[x] for x in ("macro", "min_db")}
         print(f"   stem {stem} w_case {w_case:<5}: {g['macro']:.4f}  {g['per_db']['toxicology']:.3f}  {g['min_db']:.3f}")
     print("2. centering (default setting)")
-    raw = StaticModel(np.load(model.path), minilm_dir() / "tokenizer.json")
+    raw = StaticModel(np.load(model.path), make_embedder().tokenizer_file)
     res["centering"] = {}
     for label, mdl in (("as distilled", raw), ("centred (used)", model)):
         m, lo, dbm = summary(run(sets, lambda mdl=mdl: StaticHybridMethod(model=mdl)))

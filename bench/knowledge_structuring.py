@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from tagql.config import load_settings
-from tagql.embeddings import default_embedder
+from tagql.embeddings import make_embedder
 from tagql.knowledge.importer import bird_schema, set1_path
 from tagql.knowledge.structuring import Structurer
 from tagql.llm import make_llm
@@ -60,7 +60,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "knowledge_structuring.json")
     a = ap.parse_args()
     settings = load_settings()
-    llm, emb = make_llm(settings), default_embedder()
+    llm, emb = make_llm(settings), make_embedder()
     res: dict = {"per_db": {}, "records": [], "model": settings.llm.model, "per_db_n": a.per_db, "seed": a.seed}
     t0 = time.time()
     for db in a.dbs:

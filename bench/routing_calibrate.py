@@ -25,6 +25,7 @@ from scipy.optimize import minimize
 from tagql.config import load_settings
 from tagql.routing.collection import Collection
 from tagql.routing.metrics import Gold, gold_tables, summarize
+from tagql.embeddings import make_embedder
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results" / "routing_calibrate.json"
@@ -39,7 +40,7 @@ def main() -> None:
     args = ap.parse_args()
 
     coll = Collection.load(args.collection, load_settings())
-    router = coll.router("ours")
+    router = coll.router("ours", embedder=make_embedder())
     tables = {db: coll.schema(db).table_names for db in coll.databases}
     train = json.loads((DATA / "spider_syn" / "train_spider.json").read_text())
     random.Random(args.seed).shuffle(train)

@@ -28,6 +28,7 @@ from routing_spider import ensure_router, spider_collection
 from spider_train_halves import lexicon_tuning_set
 
 from tagql.config import load_settings
+from tagql.embeddings import make_embedder
 
 OUT = Path(__file__).resolve().parent / "results" / "routing_likelihood.json"
 WEIGHTS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0]
@@ -82,7 +83,7 @@ def main() -> None:
     built = ensure_router(coll, finetune=False)
     if built:
         print(f"router built in {built} s", flush=True)
-    router = coll.router("ours")
+    router = coll.router("ours", embedder=make_embedder())
     golds, sets, _ = lexicon_tuning_set(coll, args.questions)
     model = Path(settings.cache_dir) / "models" / f"{args.model}.gguf"
     lm = Likelihood(model)

@@ -40,6 +40,7 @@ from tagql.routing.lexicon import related_schema_words
 from tagql.routing.synonyms import mined_reverse
 from tagql.routing.text import STOP_WORDS, stem
 from tagql.routing.wordnet import load_wordnet
+from tagql.embeddings import make_embedder
 
 OUT = Path(__file__).resolve().parent / "results" / "routing_llm_synonyms.json"
 WEIGHTS = (0.4, 0.6, 0.85)
@@ -149,7 +150,7 @@ def main() -> None:
 
     settings = load_settings()
     coll = Collection.load(args.collection, settings)
-    router = coll.router("ours")
+    router = coll.router("ours", embedder=make_embedder())
     lex = router.lexicon
     words = list(lex.words)
 

@@ -30,6 +30,7 @@ from tagql.config import load_settings
 from tagql.routing.collection import Collection
 from tagql.routing.rerank import MODEL_PATH, TreeEnsemble
 from tagql.routing.synonyms import mine_synonyms, mined_reverse
+from tagql.embeddings import make_embedder
 
 OUT = Path(__file__).resolve().parent / "results" / "routing_rerank.json"
 TREES = {"max_iter": 200, "learning_rate": 0.05, "max_leaf_nodes": 15, "l2_regularization": 0.0}
@@ -53,7 +54,7 @@ def rows(router, questions: list[str], golds: list[int], label: str) -> list[tup
 def routed_halves(collection: str) -> tuple[dict[str, list[dict]], dict[str, dict[str, list]]]:
     """(train entries per half, re-ranker rows per half and question version): every train question
     routed by the collection's router with the substitutions mined from the other half."""
-    router = Collection.load(collection, load_settings()).router("ours")
+    router = Collection.load(collection, load_settings()).router("ours", embedder=make_embedder())
     train, half_a, _ = spider_train_halves(0)
     halves = {"A": [e for e in train if e["db_id"] in half_a], "B": [e for e in train if e["db_id"] not in half_a]}
     data: dict[str, dict[str, list]] = {}

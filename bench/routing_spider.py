@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from tagql.config import Settings, load_settings
+from tagql.embeddings import BACKENDS, make_embedder
 from tagql.routing.collection import Collection
 from tagql.routing.metrics import Gold, gold_tables, summarize
 
@@ -35,7 +36,7 @@ def spider_collection(name: str = "spider-bench", settings: Settings | None = No
 
 
 def ensure_router(coll: Collection, *, rebuild: bool = False, questions_per_table: int | None = None,
-                  finetune: bool | None = None, tuned_steps: int | None = None) -> float | None:
+                  finetune: bool | None = None, tuned_steps: int | None = None, embedder=None) -> float | None:
     """Train the ``ours`` router of ``coll`` unless its index exists; the build time in s (None = reused).
     ``finetune``: fine-tune the encoder in the build; ``tuned_steps``: steps of the contrastive table
     encoder (None: the BuildConfig defaults)."""
@@ -58,7 +59,7 @@ def ensure_router(coll: Collection, *, rebuild: bool = False, questions_per_tabl
             print(f"{stage}: {done}/{total} ({now - t:.0f} s)", file=sys.stderr, flush=True)
             last[0], last[1] = stage, now
 
-    GraphRouter.build(coll, cfg, progress)
+    GraphRouter.build(coll, cfg, progress, embedder=embedder or make_embedder(load_settings()))
     return round(time.perf_counter() - t, 1)
 
 
@@ -93,17 +94,19 @@ def main() -> None:
     ap.add_argument("--latency-questions", type=int, default=100, help="questions routed one at a time for p50/p95")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a query-time setting of the 'ours' router (e.g. wordnet_senses=0), no rebuild")
+    ap.add_argument("--backend", choices=BACKENDS, default=None, help="embedding backend (default: the configured one)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
 
     settings = load_settings()
+    embedder = make_embedder(settings, backend=args.backend)
     t0 = time.perf_counter()
     coll = spider_collection(args.collection, settings)
     build_s = time.perf_counter() - t0
     router_build = None
     if "ours" in args.methods:
         router_build = ensure_router(coll, rebuild=args.rebuild, questions_per_table=args.questions_per_table,
-                                     finetune=args.finetune, tuned_steps=args.tuned_steps)
+                                     finetune=args.finetune, tuned_steps=args.tuned_steps, embedder=embedder)
     tables = {db: coll.schema(db).table_names for db in coll.databases}
 
     dev = json.loads((DATA / "spider" / "dev.json").read_text())
@@ -115,7 +118,7 @@ def main() -> None:
         sets["spider_syn"] = ([e["SpiderSynQuestion"] for e in syn],
                               [Gold(e["db_id"], gold_tables(e["query"], tables[e["db_id"]])) for e in syn])
 
-    results: dict = {"collection": args.collection, "databases": len(coll.databases), "collection_build_s": round(build_s, 1),
+    results: dict = {"collection": args.collection, "embedder": embedder.name, "databases": len(coll.databases), "collection_build_s": round(build_s, 1),
                "router_build_s": router_build,
                      "methods": {}}
     for m in split_methods(args.methods):
@@ -126,6 +129,8 @@ def main() -> None:
         if base == "ours" and settings_of:
             kwargs["overrides"] = {k: json.loads(v) for k, v in (x.split("=", 1) for x in settings_of)}
         t = time.perf_counter()
+        if base != "bm25":
+            kwargs["embedder"] = embedder
         router = coll.router(base, **kwargs)
         load_s = time.perf_counter() - t
         res: dict = {"load_s": round(load_s, 2)}

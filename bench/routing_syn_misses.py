@@ -26,6 +26,7 @@ from pathlib import Path
 from tagql.config import load_settings
 from tagql.routing.collection import Collection
 from tagql.routing.text import tokens
+from tagql.embeddings import make_embedder
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results" / "routing_syn_misses.json"
@@ -52,7 +53,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
 
-    router = Collection.load(args.collection, load_settings()).router(args.method)
+    router = Collection.load(args.collection, load_settings()).router(
+        args.method, **({} if args.method == "bm25" else {"embedder": make_embedder()}))
     dev = json.loads((DATA / "spider_syn" / "dev.json").read_text())
     schema = schema_words(DATA / "spider" / "tables.json")
 

@@ -26,6 +26,7 @@ from tagql.routing.metrics import Gold, gold_tables, summarize
 from tagql.routing.ours import GraphRouter
 from tagql.routing.sampling import sample_schemas
 from tagql.routing.synth import LLMQuestioner, PatternQuestioner, keep_question, load_patterns
+from tagql.embeddings import make_embedder
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results" / "routing_synth.json"
@@ -77,7 +78,7 @@ def main() -> None:
 
     syn = [SyntheticQuestion.from_dict(json.loads(x)) for x in (d / "synthetic.jsonl").read_text().splitlines()]
     vecs = np.load(d / "syn_vecs.npy")
-    base = GraphRouter.load(coll)
+    base = GraphRouter.load(coll, make_embedder())
     tables = {db: coll.schema(db).table_names for db in coll.databases}
     dev = json.loads((DATA / "spider" / "dev.json").read_text())
     golds = [Gold(e["db_id"], gold_tables(e["query"], tables[e["db_id"]])) for e in dev]

@@ -21,6 +21,7 @@ from tagql.config import load_settings
 from tagql.routing.collection import Collection
 from tagql.routing.metrics import Gold, gold_tables, summarize
 from tagql.routing.ours import BuildConfig, GraphRouter
+from tagql.embeddings import make_embedder
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results" / "routing_transfer_bird.json"
@@ -42,7 +43,8 @@ def main() -> None:
     if not (coll.path / "router" / "meta.json").exists():
         t = time.perf_counter()
         GraphRouter.build(coll, BuildConfig(), lambda stage, done, total: print(
-            f"{stage}: {done}/{total}", file=sys.stderr, flush=True) if done == total else None)
+            f"{stage}: {done}/{total}", file=sys.stderr, flush=True) if done == total else None,
+            embedder=make_embedder())
         build_s = round(time.perf_counter() - t, 1)
     tables = {db: coll.schema(db).table_names for db in coll.databases}
 
@@ -57,7 +59,7 @@ def main() -> None:
                      "databases": len(coll.databases), "router_build_s": build_s, "results": {}}
     print(f"{'set':<16}{'re-ranker':<11}" + "".join(f"{c:>11}" for c in COLUMNS))
     for rerank in (False, True):
-        router = GraphRouter.load(coll, overrides={"rerank": rerank})
+        router = GraphRouter.load(coll, make_embedder(), overrides={"rerank": rerank})
         for name, (qs, golds) in sets.items():
             m = summarize(router.route_many(qs, k=20), golds)
             results["results"][f"{name} rerank={rerank}"] = m

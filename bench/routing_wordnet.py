@@ -27,6 +27,7 @@ from tagql.routing.collection import Collection
 from tagql.routing.lexicon import related_schema_words
 from tagql.routing.synonyms import mined_reverse
 from tagql.routing.wordnet import load_wordnet
+from tagql.embeddings import make_embedder
 
 OUT = Path(__file__).resolve().parent / "results" / "routing_wordnet.json"
 
@@ -63,7 +64,7 @@ def main() -> None:
     args = ap.parse_args()
 
     coll = Collection.load(args.collection, load_settings())
-    router = coll.router("ours")
+    router = coll.router("ours", embedder=make_embedder())
     lex = router.lexicon
     golds, sets, mined_a = lexicon_tuning_set(coll, args.questions)
     # the mined substitutions from half A, as the built lexicon would hold them

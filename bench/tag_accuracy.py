@@ -74,13 +74,15 @@ def load(ids: set[int] | None, per_type: int | None, data: Path = DEV) -> list[d
 def knowledge_store(directory: Path, db: str) -> Path:
     """``directory/<db>.kb``, imported once from the paper's DBA-screened statements (no LM involved)."""
     from tagql.db.connection import open_database
+    from tagql.embeddings import make_embedder
     from tagql.knowledge.importer import import_database
 
     store = directory / f"{db}.kb"
     if not store.exists():
         directory.mkdir(parents=True, exist_ok=True)
         print(f"importing the domain statements of {db} into {store}", flush=True)
-        import_database(BIRD.parents[1], db, store, database=open_database(BIRD / db / f"{db}.sqlite"))
+        import_database(BIRD.parents[1], db, store, database=open_database(BIRD / db / f"{db}.sqlite"),
+                        embedder=make_embedder())
     return store
 
 

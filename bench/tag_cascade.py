@@ -76,12 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=str(REPO / "bench" / "results" / "tag_cascade.json"))
     args = ap.parse_args(argv)
 
-    from tagql.embeddings import default_embedder
+    from tagql.embeddings import make_embedder
     from tagql.llm import make_llm
     from tagql.tag.cache import OpCache
     from tagql.tag.operators import SemEngine, SemTable
 
-    llm, embedder = MemoLLM(make_llm(backend="local")), default_embedder()
+    llm, embedder = MemoLLM(make_llm(backend="local")), make_embedder()
     records: list[dict[str, Any]] = []
     sets = criteria(args.only)
     print(f"{'filter':<62} {'method':<9} {'inputs':>6} {'calls':>5} {'acc':>6} {'agree':>6} {'s':>6}")

@@ -168,8 +168,10 @@ def glossary_for(db: str) -> tuple[dict, set]:
     database = open_database(bird / db / f"{db}.sqlite")
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / f"{db}.kb"
-        import_database(bird.parents[1], db, store, database=database)
-        kb = KnowledgeBase.open(store)
+        from tagql.embeddings import make_embedder
+
+        import_database(bird.parents[1], db, store, database=database, embedder=make_embedder())
+        kb = KnowledgeBase.open(store, embedder=make_embedder())
         glossary = glossary_of(kb.retriever())
         kb.close()
     return glossary, code_columns(glossary, database)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import tagql
 from tagql.db import open_database
+from tagql.embeddings import make_embedder
 from tagql.knowledge.store import KnowledgeBase
 from tagql.llm.scripted import ScriptedLLM
 
@@ -13,7 +14,7 @@ from tagql.llm.scripted import ScriptedLLM
 def test_store_statements_reach_the_sql_prompt(tmp_path: Path, demo_db_path: Path) -> None:
     db = open_database(demo_db_path)
     store = tmp_path / "superhero.kb"
-    kb = KnowledgeBase.open(store, create=True, db_id="superhero", schema=db.schema)
+    kb = KnowledgeBase.open(store, create=True, db_id="superhero", schema=db.schema, embedder=make_embedder())
     kb.add_structured([
         "'giant heroes' refers to superhero.height_cm > 10000",
         "'heroes with blue eyes' refers to colour.colour = 'Blue'",
@@ -34,7 +35,8 @@ def test_retrieved_statement_takes_the_question_number(tmp_path: Path, demo_db_p
 
     db = open_database(demo_db_path)
     store = tmp_path / "superhero.kb"
-    KnowledgeBase.open(store, create=True, db_id="superhero", schema=db.schema).add_structured(
+    kb = KnowledgeBase.open(store, create=True, db_id="superhero", schema=db.schema, embedder=make_embedder())
+    kb.add_structured(
         ["'heroes heavier than {100} kg' refers to superhero.weight_kg > 100"], status="approved")
     question = "Which heroes heavier than 500 kg are there?"
     for instantiate, want in [(True, "'heroes heavier than 500 kg' refers to superhero.weight_kg > 500"),

@@ -64,9 +64,12 @@ def test_bad_inputs_empty_collection_and_database_gone(tmp_path: Path, shared_da
 
 
 def test_question_about_none_of_the_databases_is_flagged(collection: Collection) -> None:
+    from tagql.embeddings import make_embedder
     from tagql.routing.ours import BuildConfig, GraphRouter
 
-    GraphRouter.build(collection, BuildConfig(questions_per_table=8, augment_share=0.0, finetune=False))  # rewrites: not needed here
+    # built with the embedder the session will load (settings.embed.backend)
+    GraphRouter.build(collection, BuildConfig(questions_per_table=8, augment_share=0.0, finetune=False),  # rewrites: not needed here
+                      embedder=make_embedder(load_settings()))
     llm = ScriptedLLM(["SELECT COUNT(*) FROM singer", "There are 6 singers.", "SELECT 1", "1."])
     routed = tagql.connect(collection=collection, llm=llm, settings=load_settings())
     on_topic = routed.ask("How many singers do we have?")

@@ -16,6 +16,7 @@ from typing import Any
 from tagql.config import Settings, for_tag, load_settings
 from tagql.db.connection import Database, open_database
 from tagql.db.schema import Schema
+from tagql.embeddings import Embedder, Progress, check_backend, make_embedder
 from tagql.errors import TagqlError
 from tagql.knowledge import Retriever
 from tagql.knowledge.store import STATUSES as STATEMENT_STATUSES
@@ -76,9 +77,12 @@ class Session:
         self, *, settings: Settings, database: Database | None = None, collection: Any = None,
         llm: str | LLM | None = None, knowledge: Retriever | str | Path | None = None,
         knowledge_method: str | None = None, route_method: str = "ours",
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int], None] | None = None, embedder: Embedder | None = None,
+        step_progress: Progress | None = None,
     ) -> None:
         self.settings = settings
+        self._embedder = embedder
+        self.step_progress = step_progress
         self._database = database
         self.collection = collection
         self._llm_choice = llm
@@ -121,6 +125,13 @@ class Session:
     def schema(self, database: str | None = None) -> Schema:
         return self.database(database).schema
 
+    def embedder(self) -> Embedder:
+        """The session's sentence embedder (``embed.backend``), loaded on first use and passed to knowledge
+        retrieval, routing and the TAG methods."""
+        if self._embedder is None:
+            self._embedder = make_embedder(self.settings)
+        return self._embedder
+
     # -- answering -----------------------------------------------------------------------------------
 
     def sql(self, query: str, database: str | None = None) -> SqlResult:
@@ -141,7 +152,8 @@ class Session:
         if k < 1:
             raise UsageError("k must be at least 1")
         if self._router is None:
-            self._router = self.collection.router(self.route_method)
+            kw = {} if self.route_method == "bm25" else {"embedder": self.embedder()}
+            self._router = self.collection.router(self.route_method, **kw)
         return [RouteCandidate.of(c) for c in self._router.route(clean_question(question), k)]
 
     def ask(
@@ -219,14 +231,16 @@ class Session:
             if k is not None and not isinstance(k, (str, Path)):
                 self._retrievers[name] = k
             else:
-                self._retrievers[name] = open_knowledge(name, self.settings, k, method=self.knowledge_method)
+                self._retrievers[name] = open_knowledge(name, self.settings, k, method=self.knowledge_method,
+                                                        embedder=self.embedder, progress=self.step_progress)
         return self._retrievers[name]
 
     def _pipeline(self, name: str, method: str, tables: list[str] | None, k: int | None) -> TagQL:
         db = self.database(name if self.is_collection else None)
         subset = db.schema.subset(tables) if tables else None
         return TagQL(db, self.llm(method), settings=self._settings_for(method), knowledge=self._retriever(name),
-                     knowledge_k=k, prompt_schema=subset if subset and subset.tables else None)
+                     knowledge_k=k, prompt_schema=subset if subset and subset.tables else None,
+                     embedder=self._embedder)
 
     def _route_for_ask(self, question: str, choose: Chooser | None,
                        force: bool) -> tuple[list[RouteCandidate], RouteCandidate, str | None]:
@@ -270,6 +284,8 @@ def connect(
     descriptions: str | Path | None = None,
     route_method: str = "ours",
     progress: Callable[[int, int], None] | None = None,
+    embedder: Embedder | None = None,
+    step_progress: Progress | None = None,
 ) -> Session:
     """Open ``db`` (a SQLite/DuckDB path or a SQLAlchemy URL) or ``collection`` (a name built with
     ``tagql route index``) with ``llm`` (``"local"``, ``"openai"``, an :class:`~tagql.llm.LLM`, or None for
@@ -277,7 +293,9 @@ def connect(
 
     ``knowledge`` is a :class:`~tagql.knowledge.Retriever` or a knowledge-store path; by default each
     database's store in ``knowledge_dir`` is used when it exists. ``progress(done, total)`` hears model
-    assembly on first use. The database is opened and its schema read now, so a bad path fails here."""
+    assembly on first use; ``step_progress(stage, done, total)`` other long first-use steps (distilling the
+    static token embeddings). ``embedder`` defaults to :func:`tagql.embeddings.make_embedder` (loaded when
+    first needed). The database is opened and its schema read now, so a bad path fails here."""
     settings = settings or load_settings()
     if (db is None) == (collection is None):
         raise UsageError("give a database or a collection", "e.g. --db PATH_OR_URL or --collection NAME")
@@ -295,12 +313,13 @@ def connect(
             collection = Collection.load(collection, settings)
         collection.require_nonempty()
         return Session(settings=settings, collection=collection, llm=llm, knowledge_method=knowledge_method,
-                       route_method=route_method, progress=progress)
+                       route_method=route_method, progress=progress, embedder=embedder, step_progress=step_progress)
     database = db if isinstance(db, Database) else open_database(db, settings=settings.db,
                                                                    descriptions_dir=descriptions)
     _ = database.schema  # fail now on a database that cannot be read
     return Session(settings=settings, database=database, llm=llm, knowledge=knowledge,
-                   knowledge_method=knowledge_method, route_method=route_method, progress=progress)
+                   knowledge_method=knowledge_method, route_method=route_method, progress=progress,
+                   embedder=embedder, step_progress=step_progress)
 
 
 # -- domain knowledge: the stores experts write and reviewers approve ------------------------------------
@@ -322,7 +341,7 @@ def open_knowledge_base(
         if store is None and not db_id:
             raise KnowledgeStoreError("give --store PATH or --db")
         path = Path(store) if store is not None else default_store_path(str(db_id), settings)
-        return KnowledgeBase.open(path, create=False), None
+        return KnowledgeBase.open(path, create=False, **_kb_embedding(settings)), None
     source = Path(db).expanduser()
     database: Database | None = None
     if source.suffix.lower() == ".json":
@@ -340,7 +359,13 @@ def open_knowledge_base(
         database = open_database(db, settings=settings.db)
         name, schema = db_id or database.name, database.schema
     path = Path(store) if store is not None else default_store_path(name, settings)
-    return KnowledgeBase.open(path, create=create, db_id=name, schema=schema), database
+    return KnowledgeBase.open(path, create=create, db_id=name, schema=schema, **_kb_embedding(settings)), database
+
+
+def _kb_embedding(settings: Settings) -> dict[str, Any]:
+    """A store's embedder (a factory: loaded when a statement is embedded or a question retrieves, not for
+    list/review) and where its retrievers cache the static token table."""
+    return {"embedder": lambda: make_embedder(settings), "static_dir": Path(settings.cache_dir) / "static"}
 
 
 def add_statements(
@@ -393,7 +418,8 @@ def import_paper_statements(
     for name in only or PAPER_DBS:
         sqlite = bird_sqlite(data, name)
         database = open_database(sqlite, settings=settings.db) if sqlite.exists() else None
-        kb, n = import_database(data, name, out_dir / f"{name}.kb", llm=model, database=database)
+        kb, n = import_database(data, name, out_dir / f"{name}.kb", llm=model, database=database,
+                                embedder=lambda: make_embedder(settings))
         done.append((name, kb, n))
     return done
 
@@ -428,7 +454,10 @@ def index_collection(
 
     t0 = time.perf_counter()
     tick = progress or (lambda stage, done, total: None)
-    coll = Collection.create(name, settings or load_settings())
+    settings = settings or load_settings()
+    if build_router:
+        check_backend(settings)  # before reading any database: the router embeds its synthetic questions
+    coll = Collection.create(name, settings)
     existed = bool(coll.entries)
     for r in remove or []:
         coll.remove(r)
@@ -445,10 +474,10 @@ def index_collection(
     info: dict[str, Any] = {}
     if build_router:
         if existed and (coll.path / "router" / "meta.json").exists():
-            info = GraphRouter.load(coll).update(progress=tick)
+            info = GraphRouter.load(coll, make_embedder(settings)).update(progress=tick)
         else:
             info = GraphRouter.build(coll, BuildConfig(questions_per_table=questions_per_table, finetune=finetune),
-                                     tick).meta
+                                     tick, embedder=make_embedder(settings)).meta
     return {"ok": True, "collection": name, "databases": len(coll.entries),
             "tables": sum(len(e.schema.tables) for e in coll.entries.values()),
             "graph_edges": coll.graph.g.number_of_edges(), "seconds": round(time.perf_counter() - t0, 1),

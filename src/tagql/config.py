@@ -114,6 +114,14 @@ class TagSettings(BaseModel):
     model: str = "qwen2.5-coder-1.5b"
 
 
+class EmbedSettings(BaseModel):
+    # sentence embeddings (knowledge retrieval, routing, TAG row retrieval and filter cascades):
+    # "onnx" = MiniLM int8 on ONNX Runtime (the `local` extra, no PyTorch); "torch" = MiniLM fp32 on
+    # sentence-transformers (the `embed` extra). Vectors of the two are not mixed: stores re-embed and a
+    # router index built with the other one asks for a rebuild. Measured: bench/embed/backends.py
+    backend: Literal["onnx", "torch"] = "onnx"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TAGQL_", env_nested_delimiter="__", extra="ignore")
 
@@ -121,6 +129,7 @@ class Settings(BaseSettings):
     db: DatabaseSettings = Field(default_factory=DatabaseSettings)
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
     tag: TagSettings = Field(default_factory=TagSettings)
+    embed: EmbedSettings = Field(default_factory=EmbedSettings)
     cache_dir: Path = Field(default_factory=user_cache_dir)
     knowledge_dir: Path = Field(default_factory=lambda: user_config_dir() / "knowledge")
     # routing collections (schema graph, synthetic questions, router index), one folder per name

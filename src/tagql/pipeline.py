@@ -12,6 +12,7 @@ from typing import Any
 from tagql.config import Settings, for_tag, load_settings
 from tagql.db.connection import Database
 from tagql.db.schema import Schema
+from tagql.embeddings import Embedder, Progress, make_embedder
 from tagql.errors import TagqlError
 from tagql.knowledge import Retriever, ScoredStatement
 from tagql.knowledge.instantiate import for_question
@@ -35,11 +36,12 @@ class TagQL:
 
     def __init__(
         self, db: Database, llm: LLM, *, settings: Settings | None = None, knowledge: Retriever | None = None,
-        knowledge_k: int | None = None, prompt_schema: Schema | None = None,
+        knowledge_k: int | None = None, prompt_schema: Schema | None = None, embedder: Embedder | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
         self.settings = settings or load_settings()
+        self._embedder = embedder
         self.knowledge = knowledge
         self.knowledge_k = knowledge_k
         self._tag_session: TagQL | None = None
@@ -53,6 +55,13 @@ class TagQL:
     def schema(self):
         return self.db.schema
 
+    @property
+    def embedder(self) -> Embedder:
+        """The session's sentence embedder (TAG row retrieval, filter cascades), loaded on first use."""
+        if self._embedder is None:
+            self._embedder = make_embedder(self.settings)
+        return self._embedder
+
     def for_tag(self) -> TagQL:
         """This session on the model of the TAG methods (``tag.model``, see :func:`tagql.config.for_tag`),
         loaded once. Itself when that is its model already, or when its model is not the configured local
@@ -62,7 +71,8 @@ class TagQL:
             return self
         if self._tag_session is None:
             self._tag_session = TagQL(self.db, make_llm(wanted), settings=wanted, knowledge=self.knowledge,
-                                      knowledge_k=self.knowledge_k, prompt_schema=self.synthesizer.prompt_schema)
+                                      knowledge_k=self.knowledge_k, prompt_schema=self.synthesizer.prompt_schema,
+                                      embedder=self._embedder)
         return self._tag_session
 
     def statements_for(self, question: str, k: int | None = None) -> list[ScoredStatement]:
@@ -120,11 +130,16 @@ class TagQL:
 
 def open_knowledge(
     db_name: str, settings: Settings, store: str | Path | None = None, *, method: str | None = None,
-    k: int | None = None,
+    k: int | None = None, embedder: Embedder | Callable[[], Embedder] | None = None,
+    progress: Progress | None = None,
 ) -> Retriever | None:
     """The domain-knowledge retriever for a database: ``store`` if given, else the database's default
-    store ``<knowledge_dir>/<db name>.kb`` when one exists (else no knowledge)."""
+    store ``<knowledge_dir>/<db name>.kb`` when one exists (else no knowledge). ``embedder`` (or a
+    factory, called only when there is a store) defaults to :func:`~tagql.embeddings.make_embedder`;
+    ``progress(stage, done, total)`` hears about a long first-use step (distilling the static token
+    embeddings, ~1 min once)."""
     from tagql.knowledge.retrieval import DEFAULT_K, DEFAULT_METHOD
     from tagql.knowledge.store import retriever_for
 
-    return retriever_for(db_name, store=store, settings=settings, method=method or DEFAULT_METHOD, k=k or DEFAULT_K)
+    return retriever_for(db_name, store=store, settings=settings, method=method or DEFAULT_METHOD, k=k or DEFAULT_K,
+                         embedder=embedder or (lambda: make_embedder(settings)), progress=progress)

@@ -10,9 +10,9 @@ from tagql.db.schema import Schema
 
 @pytest.fixture(scope="session")
 def embedder():
-    from tagql.embeddings import default_embedder
+    from tagql.embeddings import make_embedder
 
-    return default_embedder()
+    return make_embedder()  # the default backend (what `pip install -e ".[local]"` installs)
 
 
 @pytest.fixture(scope="session")

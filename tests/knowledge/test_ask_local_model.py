@@ -10,6 +10,7 @@ import pytest
 
 import tagql
 from tagql.db import open_database
+from tagql.embeddings import make_embedder
 from tagql.knowledge.store import KnowledgeBase
 
 pytestmark = pytest.mark.model
@@ -28,7 +29,7 @@ GOLD = "SELECT COUNT(*) FROM superhero WHERE publisher_id = 1"
 def test_retrieved_statement_fixes_the_sql_and_near_misses_stay_out(tmp_path: Path, demo_db_path: Path) -> None:
     db = open_database(demo_db_path)
     store = tmp_path / "superhero.kb"
-    kb = KnowledgeBase.open(store, create=True, db_id="superhero", schema=db.schema)
+    kb = KnowledgeBase.open(store, create=True, db_id="superhero", schema=db.schema, embedder=make_embedder())
     kb.add_structured(STATEMENTS, status="approved")
     answer = tagql.connect(db, llm="local", knowledge=store).ask(QUESTION)
     used = [s.text for s in answer.statements]

@@ -106,11 +106,11 @@ def test_check_against_a_live_database(tmp_path, shared_data):
     assert r.exit_code != 0 and "Traceback" not in r.output
 
 
-def test_add_against_a_live_database_checks_only_what_it_adds(tmp_path, shared_data):
+def test_add_against_a_live_database_checks_only_what_it_adds(tmp_path, shared_data, embedder):
     store, _ = _store(tmp_path, shared_data)
     from tagql.knowledge.store import KnowledgeBase
 
-    kb = KnowledgeBase.open(store)
+    kb = KnowledgeBase.open(store, embedder=embedder)
     stale = kb.add_structured(["'iodine atoms' refers to atom.element = 'iodine'"], status="approved")[0]
     assert kb.get(stale).reason == ""  # added by schema only: nobody looked at the data yet
     sqlite = str(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")

@@ -25,10 +25,10 @@ HEROES = [
 
 
 @pytest.fixture(scope="session")
-def static_model():
+def static_model(embedder):
     from tagql.knowledge.static import load_static
 
-    return load_static()
+    return load_static(embedder)
 
 
 def corpus_of(statements: list[str]) -> Corpus:
@@ -40,12 +40,12 @@ def corpus_of(statements: list[str]) -> Corpus:
 def test_static_vector_of_a_token_is_minilm_on_that_token_alone(static_model, embedder):
     """The distilled vector of a one-token word is MiniLM's own embedding of that word (before the
     SIF weight and centering, which only scale and shift it), and distillation is deterministic."""
-    from tagql.knowledge.static import distill, minilm_dir
+    from tagql.knowledge.static import distill
 
     tid = static_model._tok.encode("sodium", add_special_tokens=False).ids
     assert len(tid) == 1
-    a, w = distill(minilm_dir(), token_ids=tid, progress=False)
-    b, _ = distill(minilm_dir(), token_ids=tid, progress=False)
+    a, w = distill(embedder, token_ids=tid)
+    b, _ = distill(embedder, token_ids=tid)
     assert np.array_equal(a, b)
     v = a[tid[0]] / w[tid[0]]
     ref = embedder.embed(["sodium"])[0]
@@ -88,12 +88,29 @@ def test_hybrid_static_ranks_the_right_statement_first(static_model, question, f
     assert r.retrieve(question, k=1)[0].text == first
 
 
-def test_hybrid_static_is_selectable_by_name_and_needs_no_transformer():
+def test_hybrid_static_is_selectable_by_name_and_distils_from_the_embedder_passed_in(embedder, static_model):
+    from tagql.embeddings import EmbeddingUnavailable
+
     m = make_method("hybrid-static")
-    assert m.name == "hybrid-static" and not m.needs_embedder
-    r = IndexRetriever(corpus_of(TOX), "hybrid-static")  # no embedder given, none loaded
-    assert r.embedder is None
+    assert m.name == "hybrid-static" and not m.needs_embedder  # no statement vectors of the transformer
+    r = IndexRetriever(corpus_of(TOX), "hybrid-static", embedder=embedder)  # the static model of that embedder
+    assert r.method.model is static_model and static_model.name == f"{embedder.name}-static"
     assert r.retrieve("non-carcinogenic molecules", k=1)[0].text == "non-carcinogenic"
+    # no embedder and no model: a clear error, no process-wide model fetched behind the caller's back
+    bare = IndexRetriever(corpus_of(TOX), "hybrid-static")
+    with pytest.raises(EmbeddingUnavailable, match="no static model"):
+        bare.retrieve("non-carcinogenic molecules", k=1)
+
+
+def test_distillation_reports_progress(embedder):
+    """The long first-use step announces itself: stage (with the reason), done, total, ending at total."""
+    from tagql.knowledge.static import STAGE, distill
+
+    calls = []
+    distill(embedder, batch_size=2, token_ids=list(range(2000, 2005)),
+            progress=lambda stage, done, total: calls.append((stage, done, total)))
+    assert calls[0] == (STAGE, 0, 5) and calls[-1] == (STAGE, 5, 5)
+    assert [d for _, d, _ in calls] == [0, 2, 4, 5] and "once" in STAGE
 
 
 def test_large_corpus_uses_first_stage_and_finds_the_statement(static_model):
@@ -127,23 +144,23 @@ def test_bad_input_empty_repository_blank_and_huge_question(static_model):
     assert len(windows) < 1_000
 
 
-def test_distillation_cache_is_reused(static_model, monkeypatch):
+def test_distillation_cache_is_reused(static_model, embedder, monkeypatch):
     from tagql.knowledge import static
 
     assert static_model.path is not None and static_model.path.exists()
-    assert static.load_static() is static_model  # same process: the loaded model
-    monkeypatch.setattr(static, "_MODEL", None)  # a new process: must read the file, not distill
+    assert static.load_static(embedder) is static_model  # same process: the loaded model
+    monkeypatch.setattr(static, "_MODELS", {})  # a new process: must read the file, not distill
 
     def no_distill(*a, **k):
         raise AssertionError("distilled again although the cache file exists")
 
     monkeypatch.setattr(static, "distill", no_distill)
-    again = static.load_static()
+    again = static.load_static(embedder)
     assert again.path == static_model.path
     assert np.array_equal(again.vectors, static_model.vectors)
 
 
-def test_damaged_cache_file_is_rebuilt(static_model, tmp_path, monkeypatch):
+def test_damaged_cache_file_is_rebuilt(static_model, embedder, tmp_path, monkeypatch):
     """A truncated/garbage cache file is never used: it is distilled again and replaced. (Here the
     distillation is a stub returning the real vectors, to keep the test fast.)"""
     from tagql.knowledge import static
@@ -151,16 +168,17 @@ def test_damaged_cache_file_is_rebuilt(static_model, tmp_path, monkeypatch):
     raw = np.load(static_model.path)
     calls = []
 
-    def fake_distill(model_dir, progress=True, **kw):
+    def fake_distill(source, progress=None, **kw):
         calls.append(1)
         return raw, np.ones(len(raw), dtype=np.float32)
 
     monkeypatch.setattr(static, "distill", fake_distill)
-    first = static.load_static(tmp_path)
+    first = static.load_static(embedder, tmp_path)
     assert calls == [1] and first.path.parent == tmp_path
-    assert static.load_static(tmp_path).path == first.path and calls == [1]  # reused
+    assert static.load_static(embedder, tmp_path).path == first.path and calls == [1]  # reused
     first.path.write_bytes(b"not a numpy file")
-    rebuilt = static.load_static(tmp_path)
+    monkeypatch.setattr(static, "_MODELS", {})  # a new process reads the damaged file
+    rebuilt = static.load_static(embedder, tmp_path)
     assert calls == [1, 1] and np.array_equal(rebuilt.vectors, first.vectors)
 
 

@@ -145,14 +145,15 @@ def test_exemplars_roundtrip(kb, tmp_path):
     assert [e.nl for e in kb.exemplars()] == ["na is sodium"]
 
 
-def test_retriever_for_database(tmp_path, kb):
+def test_retriever_for_database(tmp_path, kb, embedder):
     from tagql.config import load_settings
     from tagql.knowledge.store import retriever_for
 
     settings = load_settings(knowledge_dir=tmp_path)
-    assert retriever_for("nostore", settings=settings) is None
+    # no store: the embedder (a factory here) is never loaded
+    assert retriever_for("nostore", settings=settings, embedder=lambda: pytest.fail("loaded")) is None
     kb.add_structured(TOX, status="approved")
-    r = retriever_for("tox", settings=settings, k=2)  # the fixture's store is tmp_path/tox.kb
+    r = retriever_for("tox", settings=settings, k=2, embedder=lambda: embedder)  # the fixture's store: tmp_path/tox.kb
     assert {s.text for s in r.retrieve(Q)} == {"sodium atoms", "non-carcinogenic"}
     with pytest.raises(KnowledgeStoreError):
         retriever_for("x", store=tmp_path / "missing.kb")

@@ -26,7 +26,16 @@ def small_collection(spider_dir: Path, tmp_path_factory: pytest.TempPathFactory)
 
 
 @pytest.fixture(scope="session")
-def small_router(small_collection):
+def embedder():
+    """The default embedder (what the quick start installs), passed to every router explicitly."""
+    from tagql.embeddings import make_embedder
+
+    return make_embedder()
+
+
+@pytest.fixture(scope="session")
+def small_router(small_collection, embedder):
     from tagql.routing.ours import BuildConfig, GraphRouter
 
-    return GraphRouter.build(small_collection, BuildConfig(questions_per_table=8, seed=0, finetune=False))
+    return GraphRouter.build(small_collection, BuildConfig(questions_per_table=8, seed=0, finetune=False),
+                             embedder=embedder)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tagql.embeddings import SentenceTransformerEmbedder, minilm_dir
+from tagql.embeddings import SentenceTransformerEmbedder, make_embedder, minilm_dir
 from tagql.routing.collection import Collection
 from tagql.routing.finetune import finetune_encoder, load_pairs, mine_pairs
 from tagql.routing.ours import ENCODER_DIR, BuildConfig, GraphRouter
@@ -68,7 +68,8 @@ def test_build_with_finetuned_encoder_load_update_and_rebuild(ft_collection: Col
     c = ft_collection
     stages = set()
     cfg = BuildConfig(questions_per_table=4, finetune=True, finetune_pairs=64, seed=0)
-    r = GraphRouter.build(c, cfg, progress=lambda stage, done, total: stages.add(stage))
+    torch_emb = make_embedder(backend="torch")  # fine-tuning starts from MiniLM fp32 on torch (the embed extra)
+    r = GraphRouter.build(c, cfg, progress=lambda stage, done, total: stages.add(stage), embedder=torch_emb)
     enc = c.path / "router" / ENCODER_DIR
     assert (enc / "modules.json").exists() and "fine-tuning the encoder" in stages
     assert r.meta["finetune"]["pairs"] == 64 and r.meta["finetune"]["finetune_s"] > 0
@@ -94,6 +95,6 @@ def test_build_with_finetuned_encoder_load_update_and_rebuild(ft_collection: Col
     assert GraphRouter.load(c2).route("Which wrestlers were eliminated by Orton?")[0].database == "wrestler"
     # a full build without fine-tuning drops the stored encoder and its vectors
     assert not BuildConfig().finetune  # opt-in (tagql route index --finetune)
-    plain = GraphRouter.build(c2, BuildConfig(questions_per_table=4, seed=0, finetune=False))
+    plain = GraphRouter.build(c2, BuildConfig(questions_per_table=4, seed=0, finetune=False), embedder=torch_emb)
     assert not (c2.path / "router" / ENCODER_DIR).exists() and "finetune" not in plain.meta
-    assert GraphRouter.load(c2).emb.name == "all-minilm-l6-v2"
+    assert GraphRouter.load(c2, torch_emb).emb.name == "all-minilm-l6-v2"

@@ -90,7 +90,7 @@ def test_router_reranks_and_keeps_trails(small_router, small_collection, dev) ->
     from tagql.routing.ours import GraphRouter
 
     assert small_router.reranker is not None
-    plain = GraphRouter.load(small_collection, overrides={"rerank": False})
+    plain = GraphRouter.load(small_collection, small_router.emb, overrides={"rerank": False})
     assert plain.reranker is None
     qs = [e["question"] for e in dev[:40]]
     with_rr, without = small_router.route_many(qs, k=5), plain.route_many(qs, k=5)

@@ -57,24 +57,24 @@ def test_synthetic_questions_pass_filter(small_router, small_collection) -> None
     assert keep_question("How many singers are from France?", s, QuerySchema("concert_singer", ("singer",)))
 
 
-def test_router_persists_and_reloads(small_router, small_collection) -> None:
-    again = GraphRouter.load(small_collection)
+def test_router_persists_and_reloads(small_router, small_collection, embedder) -> None:
+    again = GraphRouter.load(small_collection, embedder)
     q = "Show the stadium name and the number of concerts in each stadium."
     assert [c.to_dict() for c in again.route(q)] == [c.to_dict() for c in small_router.route(q)]
     assert again.route(q)[0].database == "concert_singer"
 
 
-def test_incremental_update_add_and_remove(small_collection, small_router, spider_dir, tmp_path) -> None:
+def test_incremental_update_add_and_remove(small_collection, small_router, spider_dir, tmp_path, embedder) -> None:
     c = Collection.create("upd", path=tmp_path / "upd")
     shutil.copytree(small_collection.path, c.path, dirs_exist_ok=True)
     c = Collection.load("upd", path=c.path)
-    r = GraphRouter.load(c)
+    r = GraphRouter.load(c, embedder)
     q = "What are the names of the wrestlers who were eliminated by Orton?"
     assert r.route(q)[0].database != "wrestler"
     c.add_spider(spider_dir / "tables.json", only=["wrestler"])
     c.remove("pets_1")
     c.save()
-    r = GraphRouter.load(c)
+    r = GraphRouter.load(c, embedder)
     info = r.update()
     assert info["added_or_changed"] == ["wrestler"] and info["removed"] == ["pets_1"]
     assert info["new_questions"] > 0
@@ -82,7 +82,7 @@ def test_incremental_update_add_and_remove(small_collection, small_router, spide
     assert top.database == "wrestler" and "Elimination" in top.tables
     assert all(cand.database != "pets_1" for cand in r.route("How many pets are owned by students?", k=8))
     # a reload sees the same state; nothing else was re-synthesized
-    r2 = GraphRouter.load(c)
+    r2 = GraphRouter.load(c, embedder)
     assert len(r2.syn) == len(r.syn)
     assert r2.update()["added_or_changed"] == []
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tagql.embeddings import SentenceTransformerEmbedder, minilm_dir
+from tagql.embeddings import SentenceTransformerEmbedder, make_embedder, minilm_dir
 from tagql.routing.collection import Collection
 from tagql.routing.finetune import contrastive_encoder
 from tagql.routing.ours import DB_FEATURES, TUNED_DIR, BuildConfig, GraphRouter
@@ -47,17 +47,18 @@ def test_build_with_table_encoder_adds_database_features_and_loads(spider_dir: P
     c.add_spider(spider_dir / "tables.json", only=["concert_singer", "pets_1", "car_1"])
     c.save()
     stages: set[str] = set()
+    torch_emb = make_embedder(backend="torch")  # the table encoder is fine-tuned on torch (the embed extra)
     r = GraphRouter.build(c, BuildConfig(questions_per_table=4, tuned_steps=3, seed=0),
-                          progress=lambda stage, done, total: stages.add(stage))
+                          progress=lambda stage, done, total: stages.add(stage), embedder=torch_emb)
     assert "fine-tuning the table encoder" in stages and (c.path / "router" / TUNED_DIR / "modules.json").exists()
     assert len(r.db_feature_names) == len(DB_FEATURES) + 2 and len(r.db_weights) == len(r.db_feature_names)
     assert set(r.meta["db_weights"]) >= {"tuned_db", "tuned_max"} and r.meta["table_encoder"]["steps"] == 3
-    again = GraphRouter.load(c)
+    again = GraphRouter.load(c, torch_emb)
     assert again.tuned is not None
     q = "How many singers do we have?"
     assert [x.to_dict() for x in again.route(q)] == [x.to_dict() for x in r.route(q)]
     assert again.route(q)[0].database == "concert_singer"
     # without the setting nothing changes: no table encoder, the usual database features
-    plain = GraphRouter.build(c, BuildConfig(questions_per_table=4, seed=0))
+    plain = GraphRouter.build(c, BuildConfig(questions_per_table=4, seed=0), embedder=torch_emb)
     assert plain.tuned is None and not (c.path / "router" / TUNED_DIR).exists()
     assert len(plain.db_weights) == len(DB_FEATURES)

@@ -134,19 +134,20 @@ def test_rag_and_retrieval_rank(superhero, tmp_path, monkeypatch):
     import tagql.tag.methods as m
 
     texts = [f"Table publisher:\n- publisher_name: P{i}" for i in range(40)]
-    monkeypatch.setitem(m._ROW_INDEX, str(superhero.path), (texts, np.eye(40)))
 
-    class FakeEmb:
-        def embed(self, t):
+    class FakeEmb:  # the session's embedder, passed in (no process-wide default is fetched)
+        name, dim = "fake", 40
+
+        def embed(self, t, batch_size=128):
             return np.eye(40)[:1]
 
-    monkeypatch.setattr("tagql.embeddings.default_embedder", lambda: FakeEmb())
+    monkeypatch.setitem(m._ROW_INDEX, (str(superhero.path), "fake"), (texts, np.eye(40)))
     st = load_settings(cache_dir=str(tmp_path))
     llm = ScriptedLLM(['["P0"]'])
-    a = answer(TagQL(superhero, llm, settings=st), "Which publisher is first?", "rag")
+    a = answer(TagQL(superhero, llm, settings=st, embedder=FakeEmb()), "Which publisher is first?", "rag")
     assert a.values == ["P0"] and a.tokens["calls"] == 1 and len(a.rows) == 10
     llm = ScriptedLLM(lambda msgs: "5" if "Score" in msgs[-1].content else '["P3"]')
-    a = answer(TagQL(superhero, llm, settings=st), "Which publisher is first?", "retrieval_rank")
+    a = answer(TagQL(superhero, llm, settings=st, embedder=FakeEmb()), "Which publisher is first?", "retrieval_rank")
     assert a.values == ["P3"] and a.tokens["calls"] == 31  # 30 re-scores + answer
 
 

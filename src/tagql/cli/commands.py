@@ -12,6 +12,7 @@ from rich.text import Text
 
 from tagql.api import Session, connect, demo_database, knowledge_methods, prepare_model, route_note
 from tagql.cli.output import (
+    StageProgress,
     choose_candidate,
     console,
     download_progress,
@@ -46,7 +47,8 @@ def open_session(
 ) -> tuple[Session, Callable[[], None]]:
     update, stop = model_progress(quiet)
     session = connect(db, llm, collection=collection, knowledge=store, knowledge_method=knowledge_method,
-                      descriptions=descriptions, route_method=route_method, progress=update)
+                      descriptions=descriptions, route_method=route_method, progress=update,
+                      step_progress=StageProgress(quiet=quiet))
     return session, stop
 
 

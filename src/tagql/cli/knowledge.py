@@ -29,7 +29,7 @@ from tagql.api import (
     open_knowledge_base,
     statement_holds_back,
 )
-from tagql.cli.output import console, emit_json, err_console, fail, user_errors
+from tagql.cli.output import StageProgress, console, emit_json, err_console, fail, user_errors
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Domain knowledge: expert statements per database.")
 out = console
@@ -232,9 +232,9 @@ def retrieve(
     """Retrieve statements per question; with --jsonl, one JSON line out per line in, in order."""
     with _errors():
         check_choice("retrieval method", method, knowledge_methods())
-        kb = KnowledgeBase.open(store, create=False)
+        kb = open_knowledge_base(store=store)[0]  # with the configured embedder and static-table cache
         statuses = ("approved", "proposed") if all_statuses else ("approved",)
-        ret = kb.retriever(method, statuses=statuses)
+        ret = kb.retriever(method, statuses=statuses, progress=StageProgress())
         ret.refresh()  # load models and the index once, before reading input
         if not jsonl:
             if not question:

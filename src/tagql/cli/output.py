@@ -18,6 +18,7 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     TextColumn,
+    TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.syntax import Syntax
@@ -83,6 +84,40 @@ def count_progress(label: str, quiet: bool = False) -> tuple[Callable[[int, int]
     progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), console=err_console, transient=True,
                         disable=quiet)
     return _callback(progress)
+
+
+class StageProgress:
+    """A progress callback ``(stage, done, total)`` for long first-use steps named by their reason
+    (distilling the static token embeddings): one bar per stage on stderr, started on the first report and
+    finished when ``done`` reaches ``total``, so a command that runs no such step prints nothing."""
+
+    def __init__(self, console: Console | None = None, quiet: bool = False) -> None:
+        self.console = console or err_console
+        self.quiet = quiet
+        self._bar: Progress | None = None
+        self._tasks: dict[str, Any] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        if self._bar is None:
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=self.console)
+            self._bar.start()
+            self._tasks = {}
+            import atexit
+
+            atexit.register(self.close)  # Ctrl-C or an error mid-step: the terminal gets its cursor back
+        if stage not in self._tasks:
+            self._tasks[stage] = self._bar.add_task(escape(stage), total=total)
+        self._bar.update(self._tasks[stage], completed=done, total=total)
+        if done >= total and all(t.finished for t in self._bar.tasks):
+            self.close()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
 
 def _callback(progress: Progress) -> tuple[Callable[[int, int], None], Callable[[], None]]:
@@ -170,5 +205,5 @@ def choose_candidate(cands: Sequence[RouteCandidate], input_fn: Callable[[str], 
         print_fn(f"please answer a number from 1 to {shown}")
 
 
-__all__ = ["choose_candidate", "console", "count_progress", "download_progress", "emit_json", "err_console", "escape", "fail",
+__all__ = ["StageProgress", "choose_candidate", "console", "count_progress", "download_progress", "emit_json", "err_console", "escape", "fail",
            "print_answer", "rows_table", "user_errors"]

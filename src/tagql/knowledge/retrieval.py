@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tagql.embeddings import Embedder
+from tagql.embeddings import Embedder, EmbeddingUnavailable, Progress, TokenEmbedder
 from tagql.errors import TagqlError
 from tagql.knowledge import ScoredStatement
 from tagql.knowledge.canon import canonicalise, tokens, words
@@ -288,26 +288,15 @@ def pooled_windows(embedder: Embedder, question: str, lo: int, hi: int) -> tuple
     """Window embeddings from ONE transformer pass: mean of the contextual token vectors of each
     window's words (MiniLM's own pooling is a mean, so this approximates embedding each window
     alone, with the rest of the question as context). ~10x cheaper than embedding every window.
-    None when the embedder does not expose token vectors (then embed windows one by one)."""
-    model = getattr(embedder, "_model", None)
-    tok = getattr(model, "tokenizer", None)
-    if model is None or tok is None or not getattr(tok, "is_fast", False):
+    None when the embedder is no :class:`~tagql.embeddings.TokenEmbedder` (then embed windows one by one)."""
+    if not isinstance(embedder, TokenEmbedder):
         return None
     ws = words(question)[:MAX_QUESTION_WORDS]
     if not ws:
         return np.zeros((0, embedder.dim), dtype=np.float32), np.zeros(0, dtype=np.int32)
     text = " ".join(ws)
     starts = np.cumsum([0] + [len(w) + 1 for w in ws[:-1]])
-    enc = tok(text, return_offsets_mapping=True, truncation=True, max_length=256)
-    lock = getattr(embedder, "_lock", None)
-    if lock is not None:
-        with lock:
-            vec = model.encode([text], output_value="token_embeddings", convert_to_numpy=False,
-                               show_progress_bar=False)[0]
-    else:  # pragma: no cover
-        vec = model.encode([text], output_value="token_embeddings", convert_to_numpy=False, show_progress_bar=False)[0]
-    vec = vec.detach().cpu().numpy().astype(np.float32)
-    offs = enc["offset_mapping"]
+    vec, offs = embedder.token_vectors(text)
     n = min(len(offs), len(vec))
     word_of = np.full(n, -1)
     for t in range(n):
@@ -368,6 +357,10 @@ class Method:
     def rerank(self, corpus: Corpus, ranked: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
         """Optional final re-ordering of the ranked list for a top-k cut (identity by default)."""
         return ranked
+
+    def bind(self, embedder: Embedder, *, cache_dir=None, progress: Progress | None = None) -> None:
+        """Optional: derive the method's own model from the caller's embedder (e.g. static token
+        vectors distilled from it, once; ``progress`` hears about a long first-use step)."""
 
     def prepare(self, corpus: Corpus, memo: dict) -> int:
         """Optional per-corpus index built ahead of the first question, reusing ``memo`` (kept by
@@ -541,12 +534,20 @@ class StaticHybridMethod(HybridMethod):
         self.w_text, self.w_case, self.stem, self.instances = w_text, w_case, stem, instances
         self._model = model
 
+    def bind(self, embedder: Embedder, *, cache_dir=None, progress: Progress | None = None) -> None:
+        if self._model is None:
+            if not isinstance(embedder, TokenEmbedder):
+                raise EmbeddingUnavailable(f"{self.name} distils its vectors from a transformer embedder,"
+                                           f" not {embedder.name}")
+            from tagql.knowledge.static import load_static
+
+            self._model = load_static(embedder, cache_dir, progress=progress)
+
     @property
     def model(self):
         if self._model is None:
-            from tagql.knowledge.static import load_static
-
-            self._model = load_static()
+            raise EmbeddingUnavailable(f"retrieval method {self.name} has no static model",
+                                       "pass an embedder (or model=) to the retriever")
         return self._model
 
     def prepare(self, corpus: Corpus, memo: dict) -> int:
@@ -648,13 +649,15 @@ class IndexRetriever:
     """A :class:`tagql.knowledge.Retriever` over a prepared corpus with one method."""
 
     def __init__(self, corpus: Corpus, method: Method | str = DEFAULT_METHOD, embedder: Embedder | None = None,
-                 default_k: int = DEFAULT_K, auto_k: bool = False) -> None:
+                 default_k: int = DEFAULT_K, auto_k: bool = False, *, cache_dir=None,
+                 progress: Progress | None = None) -> None:
         self.corpus = corpus
         self.method = make_method(method) if isinstance(method, str) else method
         if self.method.needs_embedder and embedder is None:
-            from tagql.embeddings import default_embedder
-
-            embedder = default_embedder()
+            raise EmbeddingUnavailable(f"retrieval method {self.method.name} needs an embedder",
+                                       "pass embedder= (tagql.embeddings.make_embedder)")
+        if embedder is not None:
+            self.method.bind(embedder, cache_dir=cache_dir, progress=progress)
         self.embedder = embedder
         self.default_k = default_k
         self.auto_k = auto_k

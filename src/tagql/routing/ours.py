@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tagql.embeddings import DEFAULT_MODEL as DEFAULT_ENCODER
+from tagql.embeddings import Embedder, EmbeddingUnavailable
 from tagql.routing.errors import IndexMissing
 from tagql.routing.lexicon import SoftLexicon, content_words, related_schema_words, schema_words
 from tagql.routing.retrieval import BM25, table_doc
@@ -161,21 +162,32 @@ def _norm_max(x: np.ndarray) -> np.ndarray:
     return x / np.where(m > 0, m, 1.0)
 
 
-def _embed_small(emb: Any, texts: list[str]) -> np.ndarray:
-    """Embed a few texts on one thread: on a busy 2-core machine a one-question encode takes ~12 ms
-    single-threaded and ~500 ms with two contending threads."""
-    if len(texts) > 16:
-        return emb.embed(texts)
-    try:
-        import torch
-    except ImportError:
-        return emb.embed(texts)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return emb.embed(texts)
-    finally:
-        torch.set_num_threads(before)
+def fit_logistic(x: np.ndarray, y: np.ndarray, c: float = 1.0, iters: int = 100, tol: float = 1e-10) -> np.ndarray:
+    """Weights of an L2-regularised logistic regression without intercept (the features carry a bias):
+    the minimum of ``0.5 |w|^2 + c * sum(log-loss)``, scikit-learn's ``LogisticRegression(C=c,
+    fit_intercept=False)`` objective, by Newton's method (convex: the same unique optimum; a few
+    features, so each step is a tiny linear solve). No scikit-learn needed at index time."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    sign = 2.0 * y - 1.0
+
+    def loss(w: np.ndarray) -> float:
+        return 0.5 * float(w @ w) + c * float(np.logaddexp(0.0, -sign * (x @ w)).sum())
+
+    w = np.zeros(x.shape[1])
+    eye = np.eye(x.shape[1])
+    for _ in range(iters):
+        p = 0.5 * (1.0 + np.tanh(0.5 * (x @ w)))  # the logistic function, without overflow
+        grad = w + c * (x.T @ (p - y))
+        hess = eye + c * (x.T * (p * (1.0 - p))) @ x
+        step = np.linalg.solve(hess, grad)
+        t, now = 1.0, loss(w)
+        while t > 1e-8 and loss(w - t * step) > now:  # damped: never a step uphill
+            t *= 0.5
+        w = w - t * step
+        if float(np.abs(t * step).max()) < tol:
+            break
+    return w
 
 
 class ValueIndex:
@@ -214,12 +226,12 @@ class ValueIndex:
 class GraphRouter:
     method = "ours"
 
-    def __init__(self, collection: Collection, cfg: BuildConfig, embedder: Any = None) -> None:
-        from tagql.embeddings import default_embedder
-
+    def __init__(self, collection: Collection, cfg: BuildConfig, embedder: Embedder) -> None:
+        if embedder is None:
+            raise EmbeddingUnavailable("the router needs an embedder", "pass embedder= (tagql.embeddings.make_embedder)")
         self.collection = collection
         self.cfg = cfg
-        self.emb = embedder or default_embedder()
+        self.emb = embedder
         self.graph = collection.graph
         self.keys: list[tuple[str, str]] = []
         docs, db_docs = [], {}
@@ -269,7 +281,7 @@ class GraphRouter:
         similarity; None without a table encoder."""
         if self.tuned is None:
             return None
-        qv = _embed_small(self.tuned, list(questions))
+        qv = self.tuned.embed(list(questions))
         best = np.full((len(questions), len(self.dbs)), -1.0, dtype=np.float32)
         tab = qv @ self.tuned_doc_vecs.T
         for qi in range(len(questions)):
@@ -345,7 +357,7 @@ class GraphRouter:
         from the same embedding call."""
         lex = self.lexicon
         if lex is None:
-            return _embed_small(self.emb, questions), [{t: 1.0 for t in tokens(q)} for q in questions]
+            return self.emb.embed(questions), [{t: 1.0 for t in tokens(q)} for q in questions]
         words = list(dict.fromkeys(w for q in questions for w in lex.to_match(q)))
         extra = []
         if self._rerank_evidence:  # every content word's vector, for the re-ranker's soft coverage
@@ -353,7 +365,7 @@ class GraphRouter:
                 self._word_vecs.clear()
             extra = [w for w in dict.fromkeys(w for q in questions for w in content_words(q))
                      if w not in self._word_vecs and w not in words]
-        vecs = _embed_small(self.emb, questions + words + extra)
+        vecs = self.emb.embed(questions + words + extra)
         lex.learn(words, vecs[len(questions): len(questions) + len(words)])
         if self._rerank_evidence:
             self._word_vecs.update(zip(words + extra, vecs[len(questions):]))
@@ -505,8 +517,6 @@ class GraphRouter:
     def train(self, syn: list[SyntheticQuestion], progress: Progress | None = None,
               vecs: np.ndarray | None = None) -> dict[str, Any]:
         """Fit the memory (most questions) and the scorer (held-out questions, hard negatives)."""
-        from sklearn.linear_model import LogisticRegression
-
         t0 = time.perf_counter()
         vecs = self._embed_syn(syn, progress) if vecs is None else vecs
         embed_s = time.perf_counter() - t0
@@ -528,9 +538,7 @@ class GraphRouter:
                     ys.append(int(j in gold))
             if progress:
                 progress("training the scorer", min(s + 256, len(held)), len(held))
-        clf = LogisticRegression(C=1.0, max_iter=2000, fit_intercept=False)
-        clf.fit(np.array(xs), np.array(ys))
-        self.weights = clf.coef_[0].astype(np.float32)
+        self.weights = fit_logistic(np.array(xs), np.array(ys)).astype(np.float32)
         # second stage: which database (gold vs the 15 best other databases by their best table)
         dx, dy = [], []
         for f, chunk, tuned in held_feats:
@@ -542,9 +550,7 @@ class GraphRouter:
                 for d in [gold] + order:
                     dx.append(df[qi, d])
                     dy.append(int(d == gold))
-        dclf = LogisticRegression(C=1.0, max_iter=2000, fit_intercept=False)
-        dclf.fit(np.array(dx), np.array(dy))
-        self.db_weights = dclf.coef_[0].astype(np.float32)
+        self.db_weights = fit_logistic(np.array(dx), np.array(dy)).astype(np.float32)
         # the memory at inference holds every synthetic question
         self._set_memory(syn, vecs)
         self.meta = {"synthetic_questions": len(syn), "scorer_examples": len(xs), "embed_s": round(embed_s, 1),
@@ -747,7 +753,7 @@ class GraphRouter:
 
     @classmethod
     def build(cls, collection: Collection, cfg: BuildConfig | None = None, progress: Progress | None = None,
-              embedder: Any = None) -> GraphRouter:
+              embedder: Embedder | None = None) -> GraphRouter:
         collection.require_nonempty()
         cfg = cfg or BuildConfig()
         t0 = time.perf_counter()
@@ -804,7 +810,7 @@ class GraphRouter:
         return info
 
     @classmethod
-    def load(cls, collection: Collection, embedder: Any = None, overrides: dict[str, Any] | None = None,
+    def load(cls, collection: Collection, embedder: Embedder | None = None, overrides: dict[str, Any] | None = None,
              **_: Any) -> GraphRouter:
         """The built router of ``collection``; ``overrides`` replace query-time settings of its
         :class:`BuildConfig` (e.g. ``{"wordnet_senses": 0}`` to compare without WordNet, no rebuild)."""
@@ -813,8 +819,13 @@ class GraphRouter:
             raise IndexMissing(f"collection '{collection.name}' has no trained router")
         meta = json.loads((d / "meta.json").read_text())
         known = BuildConfig.__dataclass_fields__
-        if embedder is None and (d / ENCODER_DIR / "modules.json").exists():
+        if (d / ENCODER_DIR / "modules.json").exists():
             embedder = load_encoder(d / ENCODER_DIR)  # the encoder fine-tuned by the build
+        built_with = meta.get("encoder")
+        if embedder is not None and built_with and built_with != embedder.name:
+            raise IndexMissing(f"the router of collection '{collection.name}' was built with the {built_with}"
+                               f" embedder, not {embedder.name}",
+                               f"rebuild it: delete {d} and run tagql route index {collection.name}")
         unknown = set(overrides or {}) - set(known)
         if unknown:
             raise ValueError(f"unknown router settings: {', '.join(sorted(unknown))}")

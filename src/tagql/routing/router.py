@@ -74,9 +74,12 @@ class TableRetrievalRouter:
         if method == "bm25":
             self._bm25 = BM25(self.index.docs)
         elif method == "dense":
-            from tagql.embeddings import default_embedder
+            if embedder is None:
+                from tagql.embeddings import EmbeddingUnavailable
 
-            self._emb = embedder or default_embedder()
+                raise EmbeddingUnavailable("dense routing needs an embedder",
+                                           "pass embedder= (tagql.embeddings.make_embedder)")
+            self._emb = embedder
             self._doc_vecs = self._emb.embed(self.index.docs)
         else:
             raise ValueError(method)

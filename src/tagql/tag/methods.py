@@ -27,6 +27,7 @@ import sqlglot
 from sqlglot import exp
 
 from tagql.db.connection import Database, Result
+from tagql.embeddings import Embedder
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError
 from tagql.knowledge.glossary import code_columns, glossary_of
 from tagql.llm.base import system, user
@@ -117,7 +118,7 @@ def make_engine(session: TagQL, *, progress: Any = None) -> SemEngine:
                      progress=progress, agg_chunk_chars=s.agg_chunk_chars, cascade=s.cascade,
                      cascade_sample=s.cascade_sample, cascade_min_inputs=s.cascade_min_inputs,
                      glossary=glossary, code_columns=code_columns(glossary, session.db) if glossary else (),
-                     split=s.split_verdicts)
+                     split=s.split_verdicts, embedder=lambda: session.embedder)
 
 
 def parse_list(text: str) -> list[Any]:
@@ -297,35 +298,31 @@ def _is_choice(values: list[Any], choices: list[str]) -> bool:
 
 # -- RAG row index ------------------------------------------------------------------------------------------
 
-_ROW_INDEX: dict[str, tuple[list[str], np.ndarray]] = {}
+_ROW_INDEX: dict[tuple[str, str], tuple[list[str], np.ndarray]] = {}
 
 
 def serialize_row(table: str, columns: list[str], row: tuple[Any, ...]) -> str:
     return f"Table {table}:\n" + "\n".join(f"- {c}: {json_value(v)}" for c, v in zip(columns, row))
 
 
-def row_index(db: Database, *, per_table: int = 2000) -> tuple[list[str], np.ndarray]:
-    """Every table's rows serialised and embedded (cached per database for the process)."""
-    key = str(db.path or db.name)
+def row_index(db: Database, embedder: Embedder, *, per_table: int = 2000) -> tuple[list[str], np.ndarray]:
+    """Every table's rows serialised and embedded (cached per database and embedder for the process)."""
+    key = (str(db.path or db.name), embedder.name)
     if key not in _ROW_INDEX:
-        from tagql.embeddings import default_embedder
-
         texts: list[str] = []
         for name in db.schema.table_names:
             r = db.execute(f'SELECT * FROM "{name}" LIMIT {per_table}')
             texts.extend(serialize_row(name, r.columns, row) for row in r.rows)
-        vecs = default_embedder().embed(texts) if texts else np.zeros((0, 1))
+        vecs = embedder.embed(texts) if texts else np.zeros((0, 1))
         _ROW_INDEX[key] = (texts, vecs)
     return _ROW_INDEX[key]
 
 
-def retrieve_rows(db: Database, question: str, k: int) -> list[str]:
-    from tagql.embeddings import default_embedder
-
-    texts, vecs = row_index(db)
+def retrieve_rows(db: Database, question: str, k: int, embedder: Embedder) -> list[str]:
+    texts, vecs = row_index(db, embedder)
     if not texts:
         return []
-    q = default_embedder().embed([question])[0]
+    q = embedder.embed([question])[0]
     top = np.argsort(-(vecs @ q))[:k]
     return [texts[i] for i in top]
 
@@ -361,9 +358,9 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
             text, values = lm_answer(session, question, format_data_points(result, session.settings.answer))
     elif method in ("rag", "retrieval_rank"):
         if method == "rag":
-            rows = retrieve_rows(session.db, question, 10)
+            rows = retrieve_rows(session.db, question, 10, session.embedder)
         else:
-            cands = retrieve_rows(session.db, question, 30)
+            cands = retrieve_rows(session.db, question, 30, session.embedder)
             scores = engine.score_many(f"the record is relevant to answering: {question}", cands)
             order = sorted(range(len(cands)), key=lambda i: -scores[i])[:10]
             rows = [cands[i] for i in order]

@@ -215,7 +215,8 @@ class SemEngine:
     def __init__(
         self, llm: LLM, *, cache: OpCache | None = None, max_calls: int = 200, batch_size: int = 1,
         progress: Progress | None = None, agg_chunk_chars: int = 4000, cascade: str = "on",
-        cascade_sample: int = 16, cascade_min_inputs: int = 40, embedder: Embedder | None = None,
+        cascade_sample: int = 16, cascade_min_inputs: int = 40,
+        embedder: Embedder | Callable[[], Embedder] | None = None,
         glossary: Glossary | None = None, code_columns: Collection[str] = (), split: bool = True,
     ) -> None:
         if cascade not in CASCADE_MODES:
@@ -357,16 +358,21 @@ class SemEngine:
         return calls_needed > self.max_calls - self.stats.lm_calls
 
     def _cascade_embedder(self) -> Embedder | None:
-        if self._embedder is None:
-            from tagql.embeddings import EmbeddingUnavailable, default_embedder
+        """The embedder passed in (a zero-argument callable is called once, on the first cascade)."""
+        if callable(self._embedder) and not isinstance(self._embedder, Embedder):
+            from tagql.embeddings import EmbeddingUnavailable
 
             try:
-                self._embedder = default_embedder()
+                self._embedder = self._embedder()
             except EmbeddingUnavailable:
                 if self.cascade == "on":
                     raise
-                return None  # "auto": without embeddings the filter runs as before (and may hit the cap)
-        return self._embedder
+                self._embedder = None
+        if self._embedder is None and self.cascade == "on":
+            from tagql.embeddings import EmbeddingUnavailable
+
+            raise EmbeddingUnavailable("the filter cascade needs an embedder", "pass embedder= to SemEngine")
+        return self._embedder  # None ("auto"): the filter runs without a cascade (and may hit the cap)
 
     def _judge_cascaded(
         self, instruction: str, claims: list[str], op: str, known: dict[int, bool], embedder: Embedder,
