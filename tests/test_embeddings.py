@@ -118,7 +118,7 @@ def test_knowledge_add_without_the_backend_fails_before_the_language_model(tmp_p
     from typer.testing import CliRunner
 
     import tagql.llm
-    from tagql.knowledge.cli import app
+    from tagql.cli.knowledge import app
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
