@@ -39,7 +39,8 @@ def demo_db_path() -> Path:
 
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
-    """A PostgreSQL database holding the demo data (``.ci/run`` starts one and loads it)."""
+    """A PostgreSQL database holding the demo data (``.ci/run`` starts one and loads it), read through a
+    SELECT-only role; ``TAGQL_TEST_POSTGRES_OWNER_URL`` is its owner's URL (loads the data)."""
     url = os.environ.get("TAGQL_TEST_POSTGRES_URL")
     if not url:
         if os.environ.get("CI"):
@@ -48,7 +49,9 @@ def postgres_url() -> str:
     from tagql.db.transfer import copy_database
     from tagql.demo import demo_database_path
 
-    copy_database(demo_database_path(), url, replace=True)
+    # tagql refuses a role that can write: the data is loaded as the owner, the tests read as a
+    # SELECT-only role (.ci/run creates both; docs/security.md)
+    copy_database(demo_database_path(), os.environ.get("TAGQL_TEST_POSTGRES_OWNER_URL") or url, replace=True)
     return url
 
 

@@ -61,3 +61,7 @@ class LLMOutputError(TagqlError):
 
 class ModelIntegrityError(LLMUnavailable):
     """An assembled model file does not match its published size/sha256."""
+
+
+class UnsafeRole(TagqlError):
+    """The database role could write (a superuser, an owner, write grants): refused at connect time."""

@@ -13,47 +13,22 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
 from tagql.config import DatabaseSettings
+from tagql.db import dialects
+from tagql.db.dialects import sqlite as sqlite_dialect
 from tagql.db.introspect import introspect
+from tagql.db.limits import check_bounds
 from tagql.db.schema import Schema
-from tagql.errors import DatabaseNotFound, NotADatabase, QueryFailed, QueryTimeout, UnsafeQuery, install_hint
+from tagql.errors import (
+    DatabaseNotFound, NotADatabase, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery, install_hint,
+)
 
-# sqlglot dialect names for SQLAlchemy backends
-_DIALECTS = {
-    "sqlite": "sqlite", "postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "mssql": "tsql",
-    "oracle": "oracle", "duckdb": "duckdb", "snowflake": "snowflake", "bigquery": "bigquery",
-}
-
-# SQLite authorizer: only reading is allowed. PRAGMAs are allowed only for these read-only
-# introspection pragmas (SQLAlchemy's inspector uses them); everything else is denied.
-_READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
-for _name in ("SQLITE_RECURSIVE",):
-    if hasattr(sqlite3, _name):
-        _READ_ACTIONS.add(getattr(sqlite3, _name))
-_READ_PRAGMAS = {
-    "table_info", "table_xinfo", "foreign_key_list", "index_list", "index_info", "index_xinfo",
-    "database_list", "table_list", "collation_list",
-}
-_QUERY_PRAGMAS = {"read_uncommitted", "foreign_keys", "encoding", "page_size", "user_version", "schema_version"}
-
-
-def _sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, db: str | None, src: str | None) -> int:
-    if action in _READ_ACTIONS:
-        return sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_PRAGMA:
-        name = (arg1 or "").lower()
-        if name in _READ_PRAGMAS or (name in _QUERY_PRAGMAS and arg2 is None):
-            return sqlite3.SQLITE_OK
-    return sqlite3.SQLITE_DENY
-
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_MAGIC = sqlite_dialect.MAGIC
 
 
 @dataclass
@@ -77,14 +52,15 @@ class Database:
 
     def __init__(
         self, engine: sa.Engine, *, name: str, settings: DatabaseSettings | None = None,
-        descriptions_dir: Path | None = None, path: Path | None = None,
+        descriptions_dir: Path | None = None, path: Path | None = None, backend: dialects.Dialect | None = None,
     ) -> None:
         self.engine = engine
         self.name = name
         self.settings = settings or DatabaseSettings()
         self.descriptions_dir = descriptions_dir
         self.path = path
-        self.dialect = _DIALECTS.get(engine.dialect.name, engine.dialect.name)
+        self.backend = backend or dialects.for_name(engine.dialect.name)  # what differs per engine (tagql.db.dialects)
+        self.dialect = self.backend.name  # sqlglot dialect name
         dbapi = getattr(engine.dialect, "loaded_dbapi", None) or getattr(engine.dialect, "dbapi", None)
         self._driver_error: type[BaseException] = getattr(dbapi, "Error", sqlite3.Error)
         self._functions: dict[tuple[str, int], Any] = {}
@@ -98,13 +74,7 @@ class Database:
         Applied to the pooled connection before each query; ``nargs=-1`` accepts any number. On DuckDB
         (see ``duck.py``) arguments arrive as text, ``vector_fn`` (one list per argument in, one result per
         row out) lets the function see many rows at once, and ``returns`` is the SQL type of the result."""
-        if self.dialect not in ("sqlite", "duckdb"):
-            raise QueryFailed(f"SQL functions can only be registered on SQLite or DuckDB, not {self.dialect}")
-        self._functions[(name, nargs)] = fn
-        if self.dialect == "duckdb":
-            from tagql.db.duck import DuckFunction, rowwise
-
-            self._duck_functions[name.lower()] = DuckFunction(name, nargs, vector_fn or rowwise(fn), returns)
+        self.backend.register_function(self, name, nargs, fn, vector_fn=vector_fn, returns=returns)
 
     def __repr__(self) -> str:
         return f"Database({self.name!r}, dialect={self.dialect!r})"
@@ -118,17 +88,11 @@ class Database:
         timeout = self.settings.statement_timeout_s if timeout_s is None else timeout_s
         cap = self.settings.row_cap if row_cap is None else row_cap
         start = time.perf_counter()
+        check_bounds(sql, self.dialect)  # one statement, bounded size and nesting (limits.py)
         try:
             with self.engine.connect() as conn:
                 raw = conn.connection.dbapi_connection
-                if self.dialect == "sqlite":
-                    columns, rows, truncated = self._run_sqlite(raw, sql, timeout, cap)
-                elif self.dialect == "duckdb":
-                    from tagql.db.duck import run_duckdb
-
-                    columns, rows, truncated = run_duckdb(raw, sql, timeout, cap, self._duck_functions)
-                else:
-                    columns, rows, truncated = self._run_server(conn, raw, sql, timeout, cap)
+                columns, rows, truncated = self.backend.run(self, raw, sql, timeout, cap)
         except QueryTimeout:
             raise
         except (sqlite3.Error, DBAPIError, self._driver_error) as exc:
@@ -138,54 +102,6 @@ class Database:
             result.notes.append(f"result cut at the row cap of {cap} rows (raise TAGQL_DB__ROW_CAP to see more)")
         return result
 
-    def _run_sqlite(self, raw: Any, sql: str, timeout: float, cap: int) -> tuple[list[str], list[tuple], bool]:
-        for (fname, nargs), fn in self._functions.items():
-            raw.create_function(fname, nargs, fn)
-        deadline = time.monotonic() + timeout
-        raw.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 20_000)
-        try:
-            cur = raw.cursor()
-            try:
-                cur.execute(sql)
-                rows = cur.fetchmany(cap + 1)
-            except sqlite3.OperationalError as exc:
-                if "interrupted" in str(exc) and time.monotonic() <= deadline:
-                    # stopped before its deadline: Ctrl-C arrived in the progress handler
-                    raise KeyboardInterrupt from None
-                if "interrupted" in str(exc):
-                    raise QueryTimeout(
-                        f"query stopped after the {timeout:g} s statement timeout",
-                        "simplify the question or raise TAGQL_DB__STATEMENT_TIMEOUT_S",
-                    ) from exc
-                raise
-            columns = [d[0] for d in (cur.description or [])]
-            cur.close()
-        finally:
-            raw.set_progress_handler(None, 0)
-        return columns, [tuple(r) for r in rows[:cap]], len(rows) > cap
-
-    def _run_server(self, conn: Any, raw: Any, sql: str, timeout: float, cap: int) -> tuple[list[str], list[tuple], bool]:
-        ms = max(1, int(timeout * 1000))
-        cur = raw.cursor()
-        try:
-            if self.dialect == "postgres":
-                # first statement of the driver's implicit transaction: makes it read-only
-                cur.execute("SET TRANSACTION READ ONLY")
-                cur.execute(f"SET LOCAL statement_timeout = {ms}")
-            elif self.dialect == "mysql":
-                cur.execute("SET SESSION TRANSACTION READ ONLY")
-                cur.execute(f"SET SESSION MAX_EXECUTION_TIME = {ms}")
-                cur.execute("START TRANSACTION READ ONLY")
-            cur.execute(sql)
-            rows = cur.fetchmany(cap + 1)
-            columns = [d[0] for d in (cur.description or [])]
-        finally:
-            try:
-                raw.rollback()
-            finally:
-                cur.close()
-        return columns, [tuple(r) for r in rows[:cap]], len(rows) > cap
-
     def _translate(self, exc: BaseException, timeout: float) -> Exception:
         text = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         low = text.lower()
@@ -194,6 +110,10 @@ class Database:
                 f"query stopped after the {timeout:g} s statement timeout",
                 "simplify the question or raise TAGQL_DB__STATEMENT_TIMEOUT_S",
             )
+        if "didn't produce a result" in low:  # psycopg: a command (SET, COMMIT ...) where a query belongs
+            return UnsafeQuery("only queries may run; that statement returns no rows")
+        if "cannot insert multiple commands" in low or "one statement at a time" in low:  # PostgreSQL, SQLite
+            return UnsafeQuery("only a single statement may run (the database refused several)")
         if "disabled by configuration" in low:  # DuckDB: a file outside the database, an extension
             return UnsafeQuery(f"the database refused access outside the database: {text}")
         if "not authorized" in low or "read-only" in low or "readonly" in low or "read only" in low:
@@ -202,17 +122,6 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
-
-
-def _sqlite_engine(path: Path) -> sa.Engine:
-    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
-
-    def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-        conn.set_authorizer(_sqlite_authorizer)
-        return conn
-
-    return sa.create_engine("sqlite+pysqlite://", creator=connect, poolclass=sa.pool.QueuePool, pool_size=4)
 
 
 def open_database(
@@ -228,9 +137,10 @@ def open_database(
     if "://" in text:
         try:
             url = make_url(text)
+            url.render_as_string(hide_password=True)  # host and port parse
         except (ArgumentError, ValueError) as exc:
-            raise DatabaseNotFound(f"cannot parse the database URL '{text}': {exc}",
-                                   "check it, e.g. postgresql://user:password@host:5432/dbname") from None
+            raise DatabaseNotFound(f"not a valid database URL: {_first_line(exc)}",
+                                   "write it as dialect://user:password@host:port/database") from exc
         if url.drivername.startswith("sqlite"):
             if not url.database or url.database == ":memory:":
                 raise DatabaseNotFound("an in-memory SQLite database has no data", "pass a database file")
@@ -239,23 +149,34 @@ def open_database(
             if not url.database or url.database == ":memory:":
                 raise DatabaseNotFound("an in-memory DuckDB database has no data", "pass a database file")
             return open_database(Path(url.database), settings=settings, descriptions_dir=descriptions_dir, name=name)
+        if url.drivername == "postgresql":  # psycopg 3 (tagql[postgres]) whatever SQLAlchemy's default
+            url = url.set(drivername="postgresql+psycopg")
+        backend = dialects.for_name(url.get_backend_name())
+        shown = url.render_as_string(hide_password=True)
+        timeout = (settings or DatabaseSettings()).statement_timeout_s
         try:
-            engine = sa.create_engine(url, pool_pre_ping=True)
-            with engine.connect():
-                pass
+            engine = sa.create_engine(url, pool_pre_ping=True, **backend.engine_options(timeout))
+            with engine.connect() as conn:
+                backend.check_connection(conn.connection.dbapi_connection)
         except (NoSuchModuleError, ArgumentError, ImportError) as exc:
             raise DatabaseNotFound(
                 f"no driver for '{url.drivername}': {exc}", install_hint("postgres")
             ) from exc
-        except OperationalError as exc:
-            reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        except (OperationalError, ValueError) as exc:
+            reason = _first_line(getattr(exc, "orig", None) or exc)
             raise DatabaseNotFound(
-                f"cannot connect to {url.render_as_string(hide_password=True)}: {reason}",
-                "check the URL, credentials and that the server is running",
+                f"cannot connect to {shown}: {reason}", "check the URL, credentials and that the server is running",
             ) from exc
+        except TagqlError:
+            engine.dispose()
+            raise
+        except Exception as exc:  # the driver's own error while checking the role
+            engine.dispose()
+            raise DatabaseNotFound(f"cannot check the role on {shown}: {_first_line(exc)}",
+                                   "check that the server is PostgreSQL 12 or later") from exc
         db_name = name or url.database or url.host or "database"
         desc = Path(descriptions_dir) if descriptions_dir else None
-        return Database(engine, name=db_name, settings=settings, descriptions_dir=desc)
+        return Database(engine, name=db_name, settings=settings, descriptions_dir=desc, backend=backend)
     path = Path(text).expanduser()
     if not path.exists():
         raise DatabaseNotFound(f"database file '{path}' does not exist", "check the path or pass a SQLAlchemy URL")
@@ -275,6 +196,11 @@ def open_database(
             descriptions_dir=Path(descriptions_dir) if descriptions_dir else None, path=path,
         )
     return Database(
-        _sqlite_engine(path), name=name or path.stem, settings=settings,
+        sqlite_dialect.engine(path), name=name or path.stem, settings=settings,
         descriptions_dir=Path(descriptions_dir) if descriptions_dir else None, path=path,
     )
+
+
+def _first_line(exc: object) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else exc.__class__.__name__

@@ -19,10 +19,9 @@ _TEXT_TYPES = ("CHAR", "TEXT", "CLOB", "STRING", "VARCHAR")
 
 
 def introspect(db: Database, *, sample_values: int = 3) -> Schema:
-    if db.dialect == "duckdb":  # DuckDB's own catalog (duck.py)
-        from tagql.db.duck import introspect_duckdb
-
-        return _finish(db, Schema(db.name, introspect_duckdb(db.engine), db.dialect), sample_values)
+    own = db.backend.tables(db)  # the engine's own catalog (DuckDB), else SQLAlchemy's inspector
+    if own is not None:
+        return _finish(db, Schema(db.name, own, db.dialect), sample_values)
     try:
         insp = sa.inspect(db.engine)
         names = sorted(n for n in insp.get_table_names() if not n.startswith("sqlite_"))
@@ -69,11 +68,10 @@ def _add_samples(db: Database, schema: Schema, k: int) -> None:
             if not any(x in c.type for x in _TEXT_TYPES) and c.type:
                 continue
             col, tab = schema.quote(c.name), schema.quote(t.name)
-            if schema.dialect in ("sqlite", "postgres", "mysql", "duckdb"):
-                cond = f"{col} IS NOT NULL AND {col} <> ''" if c.type else f"{col} IS NOT NULL"
-                sql = f"SELECT DISTINCT {col} FROM {tab} WHERE {cond} LIMIT {k}"
-            else:
-                continue
+            if not db.backend.sample_values:
+                return
+            cond = f"{col} IS NOT NULL AND {col} <> ''" if c.type else f"{col} IS NOT NULL"
+            sql = f"SELECT DISTINCT {col} FROM {tab} WHERE {cond} LIMIT {k}"
             try:
                 result = db.execute(sql, timeout_s=2.0, row_cap=k)
             except Exception:  # sampling is a nicety: never fail introspection on it

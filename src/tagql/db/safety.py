@@ -17,6 +17,8 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError, TokenError
 from sqlglot.optimizer.qualify import qualify
 
+from tagql.db.dialects import for_name
+from tagql.db.limits import check_bounds
 from tagql.db.schema import Schema
 from tagql.errors import InvalidQuery, UnsafeQuery
 
@@ -35,11 +37,21 @@ _STATEMENT_KEYS = {"describe", "show", "execute", "kill", "cache", "uncache", "r
 
 
 def parse_read_only(sql: str, dialect: str) -> exp.Expression:
-    """Parse ``sql`` and insist it is one read-only query. Returns the parsed expression."""
+    """Parse ``sql`` and insist it is one read-only query. Returns the parsed expression.
+
+    The bounds come first (``limits.py``: one statement, size, nesting), so parsing stays linear."""
+    tokens = check_bounds(sql, dialect)
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except (ParseError, TokenError) as exc:
         raise InvalidQuery(f"SQL does not parse ({dialect}): {_first_line(exc)}") from exc
+    except RecursionError:
+        raise InvalidQuery(f"SQL nests too deeply to check ({dialect})", "write it with fewer levels") from None
+    except Exception as exc:  # sqlglot's own bugs (IndexError on DuckDB's SHOW ALL): never a traceback
+        first = tokens[0].text.upper() if tokens else ""
+        if first not in ("SELECT", "WITH", "VALUES", "(", "FROM", "TABLE"):
+            raise UnsafeQuery(f"only SELECT queries may run, got {first}") from exc
+        raise InvalidQuery(f"SQL does not parse ({dialect}): {exc.__class__.__name__} in the parser") from exc
     if not statements:
         raise InvalidQuery("no SQL statement found")
     if len(statements) > 1:
@@ -77,7 +89,7 @@ def validate_against_schema(tree: exp.Expression, schema: Schema) -> None:
         if "could not be resolved" in text or "Unknown" in text or "not found" in text.lower():
             raise InvalidQuery(_explain_unknown_column(text, tree, schema)) from exc
         # other optimizer limitations are not proof the query is wrong: the database decides
-    except (ParseError, KeyError, ValueError, TypeError, AttributeError):
+    except (ParseError, KeyError, ValueError, TypeError, AttributeError, RecursionError):
         pass  # sqlglot cannot qualify some valid constructs; execution will tell
 
 
@@ -102,7 +114,7 @@ def _first_line(exc: BaseException) -> str:
 def fix_sqlite_double_quoted_strings(tree: exp.Expression, schema: Schema) -> exp.Expression:
     """SQLite reads ``"Batman"`` as the string 'Batman' when no column has that name; LLMs write it
     often. Make that explicit so validation does not reject a query SQLite would run."""
-    if schema.dialect != "sqlite":
+    if not for_name(schema.dialect).double_quoted_strings:
         return tree
     known = {c.name.lower() for t in schema.tables for c in t.columns}
     aliases = {a.alias.lower() for a in tree.find_all(exp.Alias)}

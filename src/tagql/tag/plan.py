@@ -193,7 +193,7 @@ def invented_order_columns(plan: Plan, db: Database) -> list[str]:
         if name in known or name in aliases:
             continue
         fact = name.replace("_", " ")
-        date = _stored_date(select, db) if name in _DATE_PART and db.dialect == "sqlite" else None
+        date = _stored_date(select, db) if name in _DATE_PART and db.backend.strftime_dates else None
         call = exp.Anonymous(this="STRFTIME", expressions=[exp.Literal.string(_DATE_PART[name]), date]) if date else \
             exp.Anonymous(this="LM_NUMBER", expressions=[exp.Literal.string(f"the {fact} of {{{subject.name}}}"),
                                                          subject.copy()])
@@ -345,7 +345,7 @@ def _missing_column_hint(name: str, sql: str, db: Database) -> str:
     """What to write instead of a column that does not exist: a part of a stored date (``month``
     beside ``event.event_date``) is computed from it; anything else may be a fact the LM knows."""
     part = name.lower()
-    if part in _DATE_PART and db.dialect == "sqlite":
+    if part in _DATE_PART and db.backend.strftime_dates:
         used = {t.lower() for t in re.findall(r"\w+", sql)}
         dates = [f"{t.name}.{c.name}" for t in db.schema.tables if t.name.lower() in used for c in t.columns
                  if re.search(r"date|time", f"{c.name} {c.type}", re.IGNORECASE)]

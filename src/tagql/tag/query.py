@@ -107,7 +107,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     try:
         tree = parse_read_only(sql, db.dialect)
     except InvalidQuery:
-        if db.dialect == "sqlite":
+        if db.backend.sqlite_syntax:
             raise
         try:
             sqlglot.parse_one(sql, read="sqlite")
@@ -128,7 +128,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         repairs += repair_counted_entity(tree, schema, question)
         tree, ordered = repair_length_order(tree, question)
         repairs += ordered
-        if db.dialect == "sqlite":
+        if db.backend.strftime_dates:
             repairs += repair_month_order(tree, question)
         repairs += repair_word_count(tree, question)
         same = self_comparisons(tree)

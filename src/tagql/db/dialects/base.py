@@ -1,0 +1,70 @@
+"""The generic dialect every engine's module subclasses (see ``tagql.db.dialects``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tagql.errors import QueryFailed
+
+if TYPE_CHECKING:
+    from tagql.db.connection import Database
+    from tagql.db.schema import Table
+
+Rows = tuple[list[str], list[tuple[Any, ...]], bool]  # columns, rows (at most the cap), truncated
+
+# sqlglot dialect names for SQLAlchemy backend names
+SQLALCHEMY_NAMES = {
+    "sqlite": "sqlite", "postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "mssql": "tsql",
+    "oracle": "oracle", "duckdb": "duckdb", "snowflake": "snowflake", "bigquery": "bigquery",
+}
+
+
+class Dialect:
+    """The generic dialect; each engine's module subclasses it. ``name`` is the sqlglot dialect name."""
+
+    name: str = ""
+    sqlite_syntax: bool = False  # SQLite-flavoured SQL runs as written (else it is transpiled from SQLite)
+    strftime_dates: bool = False  # dates are stored as text and their parts read with STRFTIME
+    double_quoted_strings: bool = False  # "Batman" is the string 'Batman' when no column has that name
+    python_functions: bool = False  # Python functions can be registered and called from SQL
+    sample_values: bool = False  # SELECT DISTINCT col ... LIMIT k reads sample values
+
+    def __init__(self, name: str = "") -> None:
+        if name:
+            self.name = name
+
+    def __repr__(self) -> str:
+        return f"<dialect {self.name}>"
+
+    def engine_options(self, timeout_s: float) -> dict[str, Any]:
+        """Extra ``sqlalchemy.create_engine`` arguments for a server URL (connection settings)."""
+        return {}
+
+    def check_connection(self, raw: Any) -> None:
+        """Called once on a new database's first connection: refuse what must not be used."""
+
+    def tables(self, db: Database) -> list[Table] | None:
+        """The database's tables from the engine's own catalog; ``None``: use SQLAlchemy's inspector."""
+        return None
+
+    def register_function(self, db: Database, name: str, nargs: int, fn: Any, *, vector_fn: Any = None,
+                          returns: str = "VARCHAR") -> None:
+        raise QueryFailed(f"SQL functions can only be registered on SQLite or DuckDB, not {self.name}")
+
+    def run(self, db: Database, raw: Any, sql: str, timeout: float, cap: int) -> Rows:
+        """Run one statement on the raw DBAPI connection ``raw``; at most ``cap`` rows (+ truncated)."""
+        cur = raw.cursor()
+        try:
+            self.begin_read_only(cur, max(1, int(timeout * 1000)))
+            cur.execute(sql)
+            rows = cur.fetchmany(cap + 1)
+            columns = [d[0] for d in (cur.description or [])]
+        finally:
+            try:
+                raw.rollback()
+            finally:
+                cur.close()
+        return columns, [tuple(r) for r in rows[:cap]], len(rows) > cap
+
+    def begin_read_only(self, cur: Any, timeout_ms: int) -> None:
+        """Start the read-only transaction with its statement timeout (generic: nothing to say)."""
