@@ -89,6 +89,7 @@ class Database:
         cap = self.settings.row_cap if row_cap is None else row_cap
         start = time.perf_counter()
         check_bounds(sql, self.dialect)  # one statement, bounded size and nesting (limits.py)
+        self.backend.check_statement(sql)  # PostgreSQL: no function with side effects
         try:
             with self.engine.connect() as conn:
                 raw = conn.connection.dbapi_connection

@@ -43,6 +43,9 @@ class Dialect:
     def check_connection(self, raw: Any) -> None:
         """Called once on a new database's first connection: refuse what must not be used."""
 
+    def check_statement(self, sql: str) -> None:
+        """Refuse ``sql`` before it reaches the database (after ``limits.check_bounds``)."""
+
     def tables(self, db: Database) -> list[Table] | None:
         """The database's tables from the engine's own catalog; ``None``: use SQLAlchemy's inspector."""
         return None

@@ -135,24 +135,28 @@ class PostgreSQL(Dialect):
             self._volatile = frozenset((names - SAFE_VOLATILE) | RUNS_TEXT)
         return self._volatile
 
-    def check_functions(self, raw: Any, sql: str) -> None:
+    def check_statement(self, sql: str) -> None:
         """Refuse a statement naming a function with side effects (see the module's docstring)."""
         if _UNICODE_ESCAPE.search(sql):
             raise UnsafeQuery("Unicode-escaped names or strings (U&'...') are not allowed",
                               "write the characters themselves")
-        unsafe = self._load_volatile(raw)
+        if self._volatile is None:  # loaded by check_connection; a Database built by hand loads it in run
+            return
+        unsafe = self._volatile
         words = {w.lower() for w in _WORD.findall(sql)}
         bad = sorted(words & unsafe)
         if bad:
             raise UnsafeQuery(f"only side-effect-free functions may run; {bad[0]}() is volatile in PostgreSQL")
 
     def run(self, db: Database, raw: Any, sql: str, timeout: float, cap: int) -> Rows:
-        self.check_functions(raw, sql)
+        if self._volatile is None:
+            self._load_volatile(raw)
+            self.check_statement(sql)
         ms = max(1, int(timeout * 1000))
         try:
             with raw.cursor() as cur:
-                cur.execute("SET TRANSACTION READ ONLY")  # the session default already; said again
-                cur.execute(f"SET LOCAL statement_timeout = {ms}")
+                # the session default already, said again (our own two statements: one round trip)
+                cur.execute(f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}")
                 rows: list[tuple[Any, ...]] = []
                 # extended protocol (one statement only), rows streamed: memory stops at the cap
                 stream = cur.stream(sql, size=_chunk(cap))
