@@ -56,6 +56,13 @@ def postgres_url() -> str:
 
 
 @pytest.fixture(scope="session")
+def postgres_owner_url(postgres_url: str) -> str:
+    """A PostgreSQL URL that may write (state stores, fixtures): the demo database's owner. tagql itself
+    refuses it for questions; ``postgres_url`` is the SELECT-only role."""
+    return os.environ.get("TAGQL_TEST_POSTGRES_OWNER_URL") or postgres_url
+
+
+@pytest.fixture(scope="session")
 def load_bench() -> Callable[[str], ModuleType]:
     """Import a script under ``bench/`` by name (they are scripts, not a package)."""
 

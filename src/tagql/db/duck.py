@@ -48,6 +48,9 @@ CONFIG: dict[str, Any] = {
     "autoload_known_extensions": False,
     "autoinstall_known_extensions": False,
     "lock_configuration": True,
+    # DuckDB's buffer manager stops a query past it (a string_agg of 10M rows: an error at once, not 2 GB);
+    # a single huge value (repeat('x', 1e9)) is not allocated through it
+    "memory_limit": "1GB",
 }
 
 _INSTALL_HINT = install_hint("duckdb")
