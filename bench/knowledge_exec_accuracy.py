@@ -56,7 +56,7 @@ from tagql.knowledge import ScoredStatement
 from tagql.knowledge.importer import import_database, load_set1, structured_or_raw
 from tagql.knowledge.instantiate import for_question
 from tagql.knowledge.retrieval import DEFAULT_METHOD
-from tagql.tag.query import prepare_sql
+from tagql.text2sql.query import prepare_sql
 from tagql.embeddings import make_embedder
 
 DBS = ["student_club", "superhero", "toxicology"]
@@ -125,7 +125,7 @@ def main() -> None:
         return
     from tagql.db import open_database
     from tagql.llm import make_llm
-    from tagql.tag.query import QuerySynthesizer
+    from tagql.text2sql.query import QuerySynthesizer
 
     llm = make_llm(settings)
     done = read_partial(partial_path)

@@ -68,7 +68,7 @@ from tagql.pipeline import TagQL, open_knowledge
 from tagql.routing.collection import Collection
 from tagql.routing.hitl import LOW_CONFIDENCE
 from tagql.routing.metrics import gold_tables
-from tagql.tag.answer import json_value
+from tagql.text2sql.answer import json_value
 
 CONDITIONS = ["routed", "gold_db", "bm25"]
 SIZE, SEED = 200, 0

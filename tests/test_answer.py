@@ -7,7 +7,7 @@ import decimal
 
 from tagql.config import AnswerSettings
 from tagql.db.connection import Result
-from tagql.tag.answer import format_data_points, json_value, result_values
+from tagql.text2sql.answer import format_data_points, json_value, result_values
 
 
 def test_small_result_is_shown_whole() -> None:

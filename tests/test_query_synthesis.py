@@ -14,7 +14,7 @@ from tagql.errors import InvalidQuery, LLMOutputError, UnsafeQuery
 from tagql.knowledge import ScoredStatement, StaticStatements
 from tagql.llm.scripted import ScriptedLLM
 from tagql.pipeline import TagQL
-from tagql.tag.query import extract_sql
+from tagql.text2sql.query import extract_sql
 
 
 @pytest.fixture()

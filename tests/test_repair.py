@@ -10,7 +10,7 @@ from tagql.db import open_database
 from tagql.db.repair import repair_columns
 from tagql.errors import InvalidQuery
 from tagql.llm.scripted import ScriptedLLM
-from tagql.tag.query import QuerySynthesizer, prepare_sql
+from tagql.text2sql.query import QuerySynthesizer, prepare_sql
 
 
 @pytest.fixture(scope="module")
@@ -340,7 +340,7 @@ def test_a_qualifier_the_query_no_longer_has_is_named(club):
 
 
 def test_values_the_question_lists_restrict_a_query_that_ignores_them(tox, club):
-    from tagql.db.repair import repair_listed_values
+    from tagql.text2sql.repair import repair_listed_values
 
     q = "Rank the elements c, n, o and f by electronegativity, highest first."
     tree = sqlglot.parse_one("SELECT element FROM atom ORDER BY LM_NUMBER('the electronegativity of {element}', "
@@ -362,7 +362,7 @@ def test_values_the_question_lists_restrict_a_query_that_ignores_them(tox, club)
     ("SELECT element FROM atom", "Which elements are halogens? Answer 'yes' or 'no'."),
 ])
 def test_listed_values_leave_other_queries_alone(tox, sql, question):
-    from tagql.db.repair import repair_listed_values
+    from tagql.text2sql.repair import repair_listed_values
 
     tree = sqlglot.parse_one(sql, read="sqlite")
     before = tree.sql()
@@ -382,7 +382,7 @@ def test_listed_values_leave_other_queries_alone(tox, sql, question):
      "LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 <= 2"),
 ])
 def test_word_count_bounds_follow_the_question(where, question, expected):
-    from tagql.db.repair import repair_word_count
+    from tagql.text2sql.repair import repair_word_count
 
     tree = sqlglot.parse_one(f"SELECT n FROM t WHERE {where}", read="sqlite")
     notes = repair_word_count(tree, question)
@@ -397,7 +397,7 @@ def test_word_count_bounds_follow_the_question(where, question, expected):
     ("LENGTH(n) - LENGTH(REPLACE(n, '-', '')) + 1 > 2", "names of two or more words"),  # counts hyphens
 ])
 def test_word_count_repair_leaves_other_comparisons_alone(where, question):
-    from tagql.db.repair import repair_word_count
+    from tagql.text2sql.repair import repair_word_count
 
     tree = sqlglot.parse_one(f"SELECT n FROM t WHERE {where}", read="sqlite")
     before = tree.sql()

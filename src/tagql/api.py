@@ -136,8 +136,8 @@ class Session:
 
     def sql(self, query: str, database: str | None = None) -> SqlResult:
         """Run one read-only query through the same checks as generated SQL (no LLM)."""
-        from tagql.tag.answer import json_value
-        from tagql.tag.query import prepare_sql
+        from tagql.text2sql.answer import json_value
+        from tagql.text2sql.query import prepare_sql
 
         db = self.database(database)
         result = db.execute(prepare_sql(query, db))
@@ -258,8 +258,8 @@ class Session:
         return candidates, chosen, note
 
     def _answer_with_method(self, pipeline: TagQL, question: str, method: str, emit: EventHandler) -> Answer:
-        from tagql.tag.methods import answer as answer_with
-        from tagql.tag.methods import make_engine
+        from tagql.methods import answer as answer_with
+        from tagql.methods import make_engine
 
         def progress(op: str, done: int, total: int) -> None:
             emit("progress", {"operator": op, "done": done, "total": total})

@@ -19,8 +19,8 @@ from tagql.knowledge.instantiate import for_question
 from tagql.llm import make_llm
 from tagql.llm.base import LLM
 from tagql.models import Answer, Attempt, Statement
-from tagql.tag.answer import generate_answer, json_value, result_values
-from tagql.tag.query import QuerySynthesizer
+from tagql.text2sql.answer import generate_answer, json_value, result_values
+from tagql.text2sql.query import QuerySynthesizer
 
 
 def clean_question(question: str) -> str:

@@ -18,7 +18,7 @@ from tagql.errors import InvalidQuery, QueryFailed, QueryTimeout, UnsafeQuery
 from tagql.llm.scripted import ScriptedLLM
 from tagql.tag.cache import OpCache
 from tagql.tag.operators import LMCallLimitExceeded, OperatorError, SemEngine, SemTable
-from tagql.tag.query import prepare_sql
+from tagql.text2sql.query import prepare_sql
 from tagql.tag.udf import execute_with_lm, register_lm_functions
 
 DC = {"DC Comics", "Wildstorm"}

@@ -29,7 +29,7 @@ def test_a_domain_statement_reaches_the_real_models_plan_and_fixes_its_answer(ll
     from tagql import TagQL
     from tagql.config import load_settings
     from tagql.knowledge import ScoredStatement, StaticStatements
-    from tagql.tag.methods import answer
+    from tagql.methods import answer
 
     statement = ScoredStatement("double bonds", "bond.bond_type = '='", 1.0)
     expected = toxicology.execute("SELECT COUNT(*) FROM bond WHERE molecule_id = 'TR006' AND bond_type = '='").rows[0][0]

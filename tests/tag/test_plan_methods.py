@@ -11,7 +11,7 @@ from tagql.config import load_settings
 from tagql.db.connection import open_database
 from tagql.llm.scripted import ScriptedLLM
 from tagql.pipeline import TagQL
-from tagql.tag.methods import METHODS, answer, is_aggregation, parse_list
+from tagql.methods import METHODS, answer, is_aggregation, parse_list
 from tagql.tag.operators import SemEngine
 from tagql.tag.plan import Plan, PlanError, Planner, run_plan, validate_plan
 
@@ -131,7 +131,7 @@ def test_baselines(superhero, tmp_path):
 def test_rag_and_retrieval_rank(superhero, tmp_path, monkeypatch):
     import numpy as np
 
-    import tagql.tag.methods as m
+    import tagql.methods as m
 
     texts = [f"Table publisher:\n- publisher_name: P{i}" for i in range(40)]
 
@@ -470,7 +470,7 @@ def test_a_hybrid_plan_naming_a_missing_column_is_told_to_map_the_fact(superhero
     ("Which publisher has more superheroes? Give the publisher name.", []),
 ])
 def test_offered_choices(question, choices):
-    from tagql.tag.methods import offered_choices
+    from tagql.methods import offered_choices
 
     assert offered_choices(question) == choices
 
@@ -531,7 +531,7 @@ def test_flag_columns_are_totalled_for_the_chooser():
     """A plan that marks each row 1/0 per answer instead of counting (seen on the dev set: `single` and
     `double` flags over a molecule's 25 bonds): the chooser is told each column's total, largest first."""
     from tagql.db.connection import Result
-    from tagql.tag.methods import magnitudes
+    from tagql.methods import magnitudes
 
     flags = Result(sql="", columns=["single", "double"], rows=[(1, 0)] * 21 + [(0, 1)] * 4)
     assert magnitudes(flags, ["single", "double"]) == \
@@ -560,7 +560,7 @@ def test_flag_columns_are_totalled_for_the_chooser():
 ])
 def test_numbers_that_decide_an_offered_answer_decide_it(question, columns, rows, expected):
     from tagql.db.connection import Result
-    from tagql.tag.methods import compared_choice
+    from tagql.methods import compared_choice
 
     choices = re.findall(r"'([^']+)'", question.split("Answer")[1])
     assert compared_choice(question, Result("", columns, rows), choices) == expected
@@ -576,7 +576,7 @@ def test_numbers_that_decide_an_offered_answer_decide_it(question, columns, rows
 ])
 def test_numbers_that_do_not_decide_are_left_to_the_lm(question, columns, rows):
     from tagql.db.connection import Result
-    from tagql.tag.methods import compared_choice
+    from tagql.methods import compared_choice
 
     choices = re.findall(r"'([^']+)'", question.split("Answer")[1])
     assert compared_choice(question, Result("", columns, rows), choices) is None
@@ -585,7 +585,7 @@ def test_numbers_that_do_not_decide_are_left_to_the_lm(question, columns, rows):
 def test_an_answer_outside_the_offered_ones_is_an_error(superhero, tmp_path):
     from tagql.db.connection import Result
     from tagql.errors import LLMOutputError
-    from tagql.tag.methods import choose
+    from tagql.methods import choose
 
     s = TagQL(superhero, ScriptedLLM(['"maybe"']), settings=load_settings(cache_dir=str(tmp_path)))
     with pytest.raises(LLMOutputError, match="none of the offered answers"):
@@ -692,7 +692,7 @@ def test_every_sql_method_gets_the_databases_domain_statements(superhero, tmp_pa
 ])
 def test_list_answers_keep_what_the_question_asks_for(question, columns, rows, ordered, expected):
     from tagql.db.connection import Result
-    from tagql.tag.methods import answer_values
+    from tagql.methods import answer_values
 
     assert answer_values(question, Result("", columns, rows), ordered=ordered) == expected
 
@@ -715,7 +715,7 @@ _BY_MONTH = "SELECT event_name, event_date FROM event ORDER BY STRFTIME('%m', ev
 ])
 def test_a_column_the_sql_only_sorts_by_is_not_part_of_a_list_answer(question, sql, expected):
     from tagql.db.connection import Result
-    from tagql.tag.methods import answer_values
+    from tagql.methods import answer_values
 
     rows = [("January Meeting", "2020-01-14"), ("March Meeting", "2020-03-10")]
     assert answer_values(question, Result(sql, ["event_name", "event_date"], rows), ordered=True) == expected

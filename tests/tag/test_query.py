@@ -3,7 +3,7 @@
 import pytest
 
 from tagql.db import open_database
-from tagql.tag.query import prepare_sql
+from tagql.text2sql.query import prepare_sql
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 from tagql.db.connection import open_database
 from tagql.llm.scripted import ScriptedLLM
 from tagql.tag.operators import LMCallLimitExceeded, OperatorError, SemEngine
-from tagql.tag.query import prepare_sql
+from tagql.text2sql.query import prepare_sql
 from tagql.tag.udf import execute_with_lm, register_lm_functions, uses_lm_functions
 
 PEOPLE = {"George Lucas", "J. K. Rowling", "J. R. R. Tolkien"}

@@ -84,7 +84,7 @@ def test_the_setting_reaches_the_engine(tmp_path, shared_data, setting, split):
     from tagql.config import load_settings
     from tagql.db.connection import open_database
     from tagql.pipeline import TagQL
-    from tagql.tag.methods import make_engine
+    from tagql.methods import make_engine
 
     db = open_database(shared_data / "bird" / "dev_databases" / "superhero" / "superhero.sqlite")
     session = TagQL(db, ScriptedLLM([]), settings=load_settings(cache_dir=str(tmp_path), tag=setting))

@@ -27,10 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from tagql.config import Settings, load_settings
+from tagql.db import open_database
 from tagql.db.schema import Schema
+from tagql.errors import DatabaseNotFound, NotADatabase, TagqlError
 from tagql.routing.ddl import schema_from_ddl_file
 from tagql.routing.errors import BadSource, CollectionNotFound, DatabaseGone, EmptyCollection
 from tagql.routing.graph import Edge, SchemaGraph, table_edges
+from tagql.routing.router import make_router
 from tagql.routing.serial import schema_from_dict, schema_to_dict
 
 FORMAT = 1
@@ -136,9 +139,6 @@ class Collection:
 
     def open(self, db: str, **kwargs: Any):
         """Open the database behind ``db`` (raises :class:`DatabaseGone` if it disappeared)."""
-        from tagql.db import open_database
-        from tagql.errors import DatabaseNotFound, NotADatabase
-
         entry = self.entries.get(db)
         if entry is None:
             raise DatabaseGone(f"database '{db}' is not in collection '{self.name}'")
@@ -204,8 +204,6 @@ class Collection:
         return self.add(schema, kind="ddl", target=None).name
 
     def add_database(self, target: str, name: str | None = None) -> str:
-        from tagql.db import open_database
-
         db = open_database(target, name=name)
         schema = db.schema
         t = str(Path(target).expanduser().resolve()) if "://" not in target else target
@@ -214,8 +212,6 @@ class Collection:
 
     # ---- routing -----------------------------------------------------------------------------
     def router(self, method: str = "ours", **kwargs: Any):
-        from tagql.routing.router import make_router
-
         return make_router(self, method, **kwargs)
 
     def delete(self) -> None:
@@ -224,8 +220,6 @@ class Collection:
 
 def read_values(target: str, schema: Schema, limit: int = MAX_VALUES) -> dict[tuple[str, str], list[Any]]:
     """Distinct values per column (text and key-like columns), read-only and capped."""
-    from tagql.db import open_database
-    from tagql.errors import TagqlError
 
     try:
         db = open_database(target)

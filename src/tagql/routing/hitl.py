@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tagql.routing.router import Candidate
+from tagql.routing.candidate import Candidate
 
 LOW_CONFIDENCE = 0.2  # Spider: flags 1.9% of dev questions and 7 of 12 off-topic ones (docs/routing.md)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp, parse_one
 
-from tagql.routing.router import Candidate
+from tagql.routing.candidate import Candidate
 
 
 @dataclass(frozen=True)

@@ -40,19 +40,25 @@ import numpy as np
 
 from tagql.embeddings import DEFAULT_MODEL as DEFAULT_ENCODER
 from tagql.embeddings import Embedder, EmbeddingUnavailable
+from tagql.routing.candidate import Candidate
 from tagql.routing.errors import IndexMissing
+from tagql.routing.finetune import contrastive_encoder, finetune_encoder, load_pairs
 from tagql.routing.lexicon import SoftLexicon, content_words, related_schema_words, schema_words
+from tagql.routing.rerank import candidate_features, load_reranker, schema_word_rows, soft_coverage
 from tagql.routing.retrieval import BM25, table_doc
-from tagql.routing.router import Candidate
 from tagql.routing.sampling import sample_schemas
+from tagql.routing.synonyms import SynonymAugmenter, mined_reverse
 from tagql.routing.synth import (
     PatternQuestioner,
     SyntheticQuestion,
     TemplateQuestioner,
+    col_name,
     keep_question,
     load_patterns,
+    schema_terms,
 )
 from tagql.routing.text import human, tokens
+from tagql.routing.wordnet import load_wordnet
 
 if TYPE_CHECKING:
     from tagql.routing.collection import Collection
@@ -290,8 +296,6 @@ class GraphRouter:
 
     def _vocab_build(self, collection: Collection) -> None:
         """Per table: stemmed words of its names, its columns and short stored values (coverage)."""
-        from tagql.routing.synth import schema_terms
-
         self.table_vocab: list[set[str]] = []
         for e in collection.entries.values():
             self.table_vocab += schema_terms(e.schema, e.schema.table_names, collection.values(e.name))
@@ -303,15 +307,11 @@ class GraphRouter:
         self.word_tables = {w: np.array(v) for w, v in inv.items()}
 
     def _lexicon_build(self, collection: Collection) -> SoftLexicon:
-        from tagql.routing.synonyms import mined_reverse
-
         words = schema_words([n for e in collection.entries.values() for n in self._schema_names(e.schema)])
         cfg = self.cfg
         mined = mined_reverse(cfg.mined_min_count) if cfg.mined_min_count > 0 else {}
         related = {}
         if cfg.wordnet_senses > 0:
-            from tagql.routing.wordnet import load_wordnet
-
             related = related_schema_words(words, load_wordnet(), {
                 "synonym": cfg.wordnet_synonym, "hypernym": cfg.wordnet_hypernym}, senses=cfg.wordnet_senses)
         return SoftLexicon(words, self._cached_embed(words) if words else np.zeros((0, 384), np.float32),
@@ -320,8 +320,6 @@ class GraphRouter:
 
     def _reranker_build(self, collection: Collection) -> Any:
         """The shipped database re-ranker (None without its file), with each database's schema-word rows."""
-        from tagql.routing.rerank import load_reranker, schema_word_rows
-
         self._db_word_rows = schema_word_rows(self.lexicon.words, [
             schema_words(self._schema_names(collection.entries[d].schema)) for d in self.dbs])
         return load_reranker()
@@ -329,8 +327,6 @@ class GraphRouter:
     @staticmethod
     def _schema_names(schema: Any) -> list[str]:
         """Table and column names (raw and humanised) of a schema: where the soft lexicon's words come from."""
-        from tagql.routing.synth import col_name
-
         names = []
         for t in schema.tables:
             names += [t.name] + [c.name for c in t.columns] + [col_name(c) for c in t.columns]
@@ -405,8 +401,6 @@ class GraphRouter:
         if self.cfg.augment_share <= 0 or not qs:
             return []
         if getattr(self, "_augmenter", None) is None:
-            from tagql.routing.synonyms import SynonymAugmenter
-
             words = self.lexicon.words if self.lexicon is not None else []
             self._augmenter = SynonymAugmenter(words, self.emb.embed, vectors=self._cached_embed, seed=seed)
         aug = self._augmenter
@@ -700,8 +694,6 @@ class GraphRouter:
 
     def _rerank_matrix(self, question: str, f: np.ndarray, lg: np.ndarray, df: np.ndarray, dlg: np.ndarray,
                        near: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        from tagql.routing.rerank import candidate_features, soft_coverage
-
         mx = df[:, DB_FEATURES.index("max_logit")]  # each database's best table logit
         at_max = np.flatnonzero(lg >= mx[self.key_db])
         best = np.empty(len(self.dbs), dtype=np.int64)
@@ -767,8 +759,6 @@ class GraphRouter:
         syn = r.synthesize(r.dbs, progress)
         synth_s = time.perf_counter() - t0
         if cfg.finetune:
-            from tagql.routing.finetune import finetune_encoder, load_pairs
-
             pairs = [(s, p) for _db, p, s in load_pairs()]
             rng = random.Random(cfg.seed)
             if 0 < cfg.finetune_pairs < len(pairs):
@@ -795,8 +785,6 @@ class GraphRouter:
         """Fine-tune the table encoder on the memory's synthetic questions (each with the document of one
         of its tables, seeded) and use it; the held-out questions stay unseen, so the scorer learns how
         far to trust it from questions it was not trained on."""
-        from tagql.routing.finetune import contrastive_encoder
-
         rng = random.Random(self.cfg.seed)
         pairs = []
         for i in sorted(self.held_split(len(syn))[1]):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tagql.llm.base import Message, system, user
-from tagql.routing.router import Candidate
+from tagql.routing.candidate import Candidate
 
 if TYPE_CHECKING:
     from tagql.routing.collection import Collection

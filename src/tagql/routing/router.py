@@ -10,34 +10,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from tagql.routing.candidate import Candidate
+from tagql.routing.errors import BadSource
+from tagql.routing.ours import GraphRouter
 from tagql.routing.retrieval import BM25, table_doc
 
 if TYPE_CHECKING:
     from tagql.routing.collection import Collection
 
 METHODS = ("ours", "bm25", "dense")
-
-
-@dataclass
-class Candidate:
-    """One routed schema: a database and the tables of it the question needs."""
-
-    database: str
-    tables: list[str]
-    score: float
-    trails: list[list[str]] = field(default_factory=list)  # the graph trails merged into ``tables``
-    confidence: float | None = None  # ``ours``: probability its best table is needed (calibrated scorer)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {"database": self.database, "tables": list(self.tables), "score": round(float(self.score), 4)}
-        if self.confidence is not None:
-            d["confidence"] = round(float(self.confidence), 3)
-        return d
 
 
 class Router(Protocol):
@@ -117,9 +102,5 @@ def make_router(collection: Collection, method: str = "ours", **kwargs: Any) -> 
     if method in ("bm25", "dense"):
         return TableRetrievalRouter(collection, method, **kwargs)
     if method == "ours":
-        from tagql.routing.ours import GraphRouter
-
         return GraphRouter.load(collection, **kwargs)
-    from tagql.routing.errors import BadSource
-
     raise BadSource(f"unknown routing method '{method}'", f"use one of: {', '.join(METHODS)}")

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from tagql.db.schema import Column, Schema, Table
+from tagql.llm.base import system, user
+from tagql.routing.metrics import gold_tables
 from tagql.routing.sampling import QuerySchema
 from tagql.routing.text import human, tokens
 
@@ -182,8 +184,6 @@ class LLMQuestioner:
 
     def __init__(self, llm: Any, schemas: Mapping[str, Schema], train_json: str | Path, *, shots: int = 3,
                  seed: int = 0) -> None:
-        from tagql.routing.metrics import gold_tables
-
         self.llm = llm
         self.schemas = schemas
         self.rng = random.Random(seed)
@@ -203,8 +203,6 @@ class LLMQuestioner:
                 self.exemplars.setdefault(min(len(ts), 3), []).append((_compact(s, names), e["SpiderQuestion"]))
 
     def messages(self, qs: QuerySchema) -> list:
-        from tagql.llm.base import system, user
-
         pool = self.exemplars.get(min(len(qs.tables), 3)) or [x for v in self.exemplars.values() for x in v]
         shots = self.rng.sample(pool, min(self.shots, len(pool)))
         body = "".join(f"Tables:\n{s}\nQuestion: {q}\n\n" for s, q in shots)

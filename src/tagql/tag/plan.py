@@ -42,7 +42,7 @@ from tagql.tag.operators import (
     resolve_or_none,
     template_fields,
 )
-from tagql.tag.query import prepare_sql
+from tagql.text2sql.query import prepare_sql
 from tagql.tag.udf import execute_with_lm, register_lm_functions, uses_lm_functions
 
 LM_OPS = {"filter", "map", "extract", "topk", "agg"}

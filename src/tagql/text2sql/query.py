@@ -20,14 +20,9 @@ from tagql.db.repair import (
     misplaced_values,
     repair_columns,
     repair_conditional_counts,
-    repair_counted_entity,
-    repair_length_order,
-    repair_listed_values,
-    repair_month_order,
     repair_scalar_subqueries,
     repair_self_joins,
     repair_values,
-    repair_word_count,
     self_comparisons,
 )
 from tagql.db.safety import fix_sqlite_double_quoted_strings, parse_read_only, validate_against_schema
@@ -35,7 +30,14 @@ from tagql.db.schema import Schema
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery
 from tagql.knowledge import ScoredStatement
 from tagql.llm.base import LLM, Message, system, user
-from tagql.tag import prompts
+from tagql.text2sql import prompts
+from tagql.text2sql.repair import (
+    repair_counted_entity,
+    repair_length_order,
+    repair_listed_values,
+    repair_month_order,
+    repair_word_count,
+)
 
 _FENCE = re.compile(r"```(?:sql|sqlite|postgresql|postgres|mysql)?\s*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 _KEYWORDS = r"SELECT|WITH|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|ATTACH|DETACH|PRAGMA|REPLACE|VACUUM|MERGE"
@@ -101,7 +103,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     SQL written in SQLite style for a server database is transpiled with sqlglot. With ``repairs``
     (a list to append notes to), columns under the wrong table, ``= (SELECT ...)`` lookups that can
     match several rows and misspelt constants are fixed, and a column compared with itself is an
-    error (LLM-written SQL only: see ``db/repair.py``; ``question`` helps choose a join). Returns the
+    error (LLM-written SQL only: see ``db/repair.py`` and ``text2sql/repair.py``; ``question`` helps choose a join). Returns the
     SQL to execute."""
     schema = db.schema
     try:

@@ -35,7 +35,7 @@ from tagql.models import Answer, Attempt, Statement
 from tagql.models import Plan as PlanModel
 from tagql.pipeline import TagQL, clean_question
 from tagql.tag import tag_prompts
-from tagql.tag.answer import format_data_points, json_value, result_values
+from tagql.text2sql.answer import format_data_points, json_value, result_values
 from tagql.tag.cache import OpCache
 from tagql.tag.operators import LMCallLimitExceeded, OperatorError, SemEngine, SemTable
 from tagql.tag.plan import Plan, PlanError, Planner, run_plan

@@ -14,7 +14,7 @@ from typing import Any
 from tagql.config import AnswerSettings
 from tagql.db.connection import Result
 from tagql.llm.base import LLM, system, user
-from tagql.tag import prompts
+from tagql.text2sql import prompts
 
 
 def json_value(v: Any) -> Any:
