@@ -1,4 +1,4 @@
-"""Persistent cache for LM operator outputs, keyed by model + operator + instruction + input.
+"""Persistent cache for LM operator outputs, keyed by prompt texts + model + operator + instruction + input.
 
 A small SQLite file (``<cache_dir>/tag_cache.sqlite``). Re-running a question, or another question that
 filters the same column with the same instruction, costs no LM calls. ``OpCache(None)`` is in-memory.
@@ -23,12 +23,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-# bump when operator prompts change so stale outputs are not reused
-PROMPT_VERSION = "tag-ops-2"  # 2: the filter judge's prompt and Yes/No grammar (session 8)
-
-
-def cache_key(model: str, kind: str, instruction: str, payload: str) -> str:
-    blob = json.dumps([PROMPT_VERSION, model, kind, instruction, payload], ensure_ascii=False)
+def cache_key(model: str, kind: str, instruction: str, payload: str, *, prompts: str) -> str:
+    """The key of one LM output. ``prompts`` is a digest of the prompt texts that produced it (the operator
+    engine passes the hash of its prompt file), so a changed prompt never reuses an old wording's outputs."""
+    blob = json.dumps([prompts, model, kind, instruction, payload], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -600,8 +600,8 @@ class Planner:
                 attempts.append({"plan": reply.text.strip()[:2000], "error": exc.one_line()})
                 last = exc
                 if cut_off:  # shown its own looping reply, the 1.5B model wrote it again word for word
-                    messages = first[:-1] + [user(first[-1].content + "\n\nNote: a plan that "
-                                                  + exc.hint.replace("it lists", "lists", 1))]
+                    messages = first[:-1] + [user(prompts.plan_note_prompt(first[-1].content,
+                                                                           exc.hint.replace("it lists", "lists", 1)))]
                 else:
                     messages = messages + [Message("assistant", reply.text.strip() or "(empty)"),
                                            user(prompts.plan_repair_prompt(exc.one_line()))]

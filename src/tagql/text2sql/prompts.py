@@ -1,11 +1,16 @@
-"""Prompt texts. The schema goes first and is identical for SQL and answer generation, so
-llama.cpp reuses its processed prefix across both calls and across questions on one database."""
+"""Prompt texts of text-to-SQL, from the templates in ``prompts.toml`` beside this module (read once).
+
+The schema goes first and is identical for SQL and answer generation, so llama.cpp reuses its processed
+prefix across both calls and across questions on one database."""
 
 from __future__ import annotations
 
 from typing import Literal
 
 from tagql.knowledge import ScoredStatement
+from tagql.templates import load_templates
+
+TEMPLATES = load_templates("tagql.text2sql")
 
 DIALECT_NAMES = {
     "sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MySQL", "tsql": "SQL Server", "oracle": "Oracle",
@@ -22,12 +27,7 @@ def system_prompt(db_name: str, schema_text: str, dialect: str = "sqlite") -> st
 
     The paper puts the instruction after the question; here it ends the system message, which
     llama.cpp keeps evaluated per database, so its ~35 tokens are not re-read for every question."""
-    return (
-        "You are a database administrator. You have designed the following database for "
-        f"{db_name} whose schema is represented as:\n{schema_text}\n\n"
-        f"For each query, generate a single SQL in {dialect_name(dialect)} format. Do not include any "
-        "extra text, tag or information other than the SQL query itself."
-    )
+    return TEMPLATES.render("sql_system", db_name=db_name, schema_text=schema_text, dialect=dialect_name(dialect))
 
 
 StatementStyle = Literal["external", "paper"]
@@ -45,39 +45,23 @@ def sql_user_prompt(
     are the same prompt."""
     parts = []
     if statements and style == "external":
-        parts.append("-- External Knowledge: " + "; ".join(s.render() for s in statements))
-        parts.append(
-            f"-- Using valid {dialect_name(dialect)} and understanding External Knowledge, answer the following "
-            "question for the tables provided above."
-        )
-    parts.append(f"Query: {question}")
+        parts.append(TEMPLATES.render("external_knowledge", statements="; ".join(s.render() for s in statements)))
+        parts.append(TEMPLATES.render("external_instruction", dialect=dialect_name(dialect)))
+    parts.append(TEMPLATES.render("question", question=question))
     if statements and style == "paper":
         listed = "\n".join(f"- {s.render()}" for s in statements)
-        parts.append(
-            "Domain Knowledge statements, some of which might or might not be useful to generate the query:\n"
-            + listed
-        )
-    parts.append("SQL:")
+        parts.append(TEMPLATES.render("paper_statements", statements=listed))
+    parts.append(TEMPLATES["sql_cue"])
     return "\n".join(parts)
 
 
 def repair_prompt(error: str, dialect: str) -> str:
-    return (
-        f"That SQL failed: {error}\n"
-        f"Write a corrected single {dialect_name(dialect)} SQL query for the same question, using only tables "
-        "and columns from the schema. Output only the SQL.\nSQL:"
-    )
+    return TEMPLATES.render("repair", error=error, dialect=dialect_name(dialect))
 
 
 # The fixed instructions live in the system message: it is the cached prefix, so each answer call
 # only processes its own SQL, rows and question.
-ANSWER_SYSTEM = (
-    "You answer questions about a database using only the query result you are given. "
-    "You will be given a list of data points and a question. Use the data points to answer the question. "
-    "Answer in one short sentence of plain English that states the values. If the data points do "
-    "not answer the question, say so. Use the values exactly as given: if a value is an id or a code, "
-    "report it as it is, never guess what it stands for. Never add facts that are not in the data points."
-)
+ANSWER_SYSTEM: str = TEMPLATES["answer_system"]
 
 
 def answer_user_prompt(question: str, data: str) -> str:
@@ -85,4 +69,4 @@ def answer_user_prompt(question: str, data: str) -> str:
 
     Like the paper, no SQL: the data points name their columns, and the ~40 SQL tokens cost about
     0.3 s of prompt processing per question on 2 cores."""
-    return f"{data}\n\nQuestion: {question}\nAnswer:"
+    return TEMPLATES.render("answer_user", data=data, question=question)
