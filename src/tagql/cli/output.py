@@ -101,15 +101,15 @@ class StageProgress:
         if self.quiet:
             return
         if self._bar is None:
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=self.console)
+            self._bar = Progress(BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=self.console)
             self._bar.start()
             self._tasks = {}
             import atexit
 
             atexit.register(self.close)  # Ctrl-C or an error mid-step: the terminal gets its cursor back
         if stage not in self._tasks:
-            self._tasks[stage] = self._bar.add_task(escape(stage), total=total)
+            self.console.print(Text(stage + ":"))  # the reason, whole, on its own line above its bar
+            self._tasks[stage] = self._bar.add_task("", total=total)
         self._bar.update(self._tasks[stage], completed=done, total=total)
         if done >= total and all(t.finished for t in self._bar.tasks):
             self.close()
