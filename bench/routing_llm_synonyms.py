@@ -38,7 +38,7 @@ from tagql.llm.base import LLM, Message, system, user
 from tagql.routing.collection import Collection
 from tagql.routing.lexicon import related_schema_words
 from tagql.routing.synonyms import mined_reverse
-from tagql.routing.text import STOP_WORDS, stem
+from tagql.text import STOP_WORDS, stem
 from tagql.routing.wordnet import load_wordnet
 from tagql.embeddings import make_embedder
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from tagql.config import load_settings
 from tagql.routing.collection import Collection
-from tagql.routing.text import tokens
 from tagql.embeddings import make_embedder
+from tagql.text import terms
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results" / "routing_syn_misses.json"
@@ -34,7 +34,7 @@ OUT = Path(__file__).resolve().parent / "results" / "routing_syn_misses.json"
 
 def words(text: str) -> set[str]:
     """The router's own vocabulary of ``text`` (snake / camel case split, stop words dropped, stemmed)."""
-    return set(tokens(text))
+    return set(terms(text))
 
 
 def schema_words(tables_json: Path) -> dict[str, set[str]]:

@@ -39,6 +39,7 @@ from tagql.text2sql.answer import format_data_points, json_value, result_values
 from tagql.tag.cache import OpCache
 from tagql.tag.operators import LMCallLimitExceeded, OperatorError, SemEngine, SemTable
 from tagql.tag.plan import Plan, PlanError, Planner, run_plan
+from tagql.text import ALNUM, LETTERS, stems, word_tokens
 
 METHODS = ("tag", "text2sql", "rag", "retrieval_rank", "text2sql_lm")
 
@@ -97,12 +98,12 @@ def _asked(question: str, column: str, columns: Sequence[str]) -> bool:
     beside ``event_name``: "date")?"""
     others = {w for c in columns if c != column for w in _column_words(c)}
     own = _column_words(column) - others or _column_words(column)
-    asked = set(re.findall(r"[a-z]+", question.lower()))
+    asked = set(word_tokens(question, LETTERS))
     return bool(own & asked)
 
 
 def _column_words(column: str) -> set[str]:
-    return set(re.findall(r"[a-z]+", column.lower()))
+    return set(word_tokens(column, LETTERS))
 
 
 def is_aggregation(question: str) -> bool:
@@ -217,8 +218,8 @@ def compared_choice(question: str, result: Result, choices: Sequence[str]) -> st
     the totals of 0/1 flag columns), a number on the one row labelled with it, or how many rows carry it
     as a label. The database did the counting; a 1.5B model handed the ordered numbers still picked the
     smaller one on the dev set. None (the LM decides) when the direction, the mapping or a tie is unclear."""
-    words = set(re.findall(r"[a-z]+", question.lower()))
-    more, less = bool(words & _MORE), bool(words & _LESS)
+    asked = set(word_tokens(question, LETTERS))
+    more, less = bool(asked & _MORE), bool(asked & _LESS)
     if more == less or len(choices) < 2:
         return None
     amounts = _amounts(result, choices)
@@ -260,7 +261,7 @@ def _amounts(result: Result, choices: Sequence[str]) -> dict[str, float] | None:
 
 
 def _stems(text: str) -> set[str]:
-    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in re.findall(r"[a-z0-9]+", text.lower())}
+    return stems(text, ALNUM)
 
 
 def choose(session: TagQL, question: str, result: Result, choices: list[str]) -> str:

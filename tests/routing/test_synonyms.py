@@ -10,7 +10,6 @@ import pytest
 
 from tagql.routing.lexicon import SoftLexicon, content_words, schema_words
 from tagql.routing.metrics import Gold, gold_tables, summarize
-from tagql.routing.retrieval import BM25
 from tagql.routing.synonyms import (
     SynonymAugmenter,
     load_synonyms,
@@ -19,7 +18,7 @@ from tagql.routing.synonyms import (
     mine_vocabulary,
     mined_reverse,
 )
-from tagql.routing.text import stem
+from tagql.text import BM25, stem, terms
 
 from .conftest import DBS
 
@@ -52,9 +51,9 @@ def test_soft_lexicon_maps_unknown_words_to_schema_stems() -> None:
     assert stem("concert") not in w  # below the threshold
     assert lex.to_match(q) == []  # cached
     # weighted BM25 = plain BM25 when nothing is soft-matched, and finds the synonym's table otherwise
-    bm = BM25(["singer: name, country", "stadium: name, capacity"])
-    assert np.allclose(bm.scores_weighted({t: 1.0 for t in ["singer", "countri"]}), bm.scores("singer country"))
-    assert bm.scores(q).max() == 0 and bm.scores_weighted(w)[0] > 0 and bm.scores_weighted(w)[1] > 0
+    bm = BM25([terms("singer: name, country"), terms("stadium: name, capacity")])
+    assert np.allclose(bm.scores_weighted({t: 1.0 for t in ["singer", "countri"]}), bm.scores(terms("singer country")))
+    assert bm.scores(terms(q)).max() == 0 and bm.scores_weighted(w)[0] > 0 and bm.scores_weighted(w)[1] > 0
 
 
 def test_mined_substitutions_apply_to_known_words_too() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tagql.routing.lexicon import SoftLexicon, related_schema_words
-from tagql.routing.text import stem
+from tagql.text import stem
 from tagql.routing.wordnet import WordNet, compile_wordnet, load_wordnet
 
 _HEADER = "  1 This software and database is being provided to you, the LICENSEE, by Princeton University\n"

@@ -48,6 +48,7 @@ from sqlglot import exp
 
 from tagql.db.schema import Column, Schema, Table
 from tagql.errors import TagqlError
+from tagql.text import LETTERS, stems
 
 if TYPE_CHECKING:
     from tagql.db.connection import Database
@@ -175,7 +176,7 @@ def _links(schema: Schema) -> dict[str, list[_Link]]:
 
 
 def _words(text: str) -> set[str]:
-    return {w[:-1] if w.endswith("s") and len(w) > 3 else w for w in re.findall(r"[a-z]+", text.lower())}
+    return stems(text, LETTERS)
 
 
 def _paths(schema: Schema, start: set[str], goal: str, max_hops: int = 2) -> list[list[_Link]]:

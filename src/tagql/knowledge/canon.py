@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import re
 
+from tagql.text import WORD
+from tagql.text import word_tokens
+
 PLACEHOLDER = "100"
 
 # a number, optionally a date/time made of numbers and separators, optionally wrapped in () or {}
 # (not inside identifiers such as TR060 or T1: those are values a question names literally)
 _NUMBER = re.compile(r"(?<![A-Za-z_\d])[\{\(\[]?\d+(?:[.,:/\-T]\d+)*[\}\)\]]?(?![A-Za-z_\d])")
 _WORD = re.compile(r"[\w%]+(?:['’\-]\w+)*|[<>=!]+|[+\-*#]")
-_TOKEN = re.compile(r"\w+")
 _SPACE = re.compile(r"\s+")
 
 
@@ -40,4 +42,4 @@ def words(text: str) -> list[str]:
 
 def tokens(text: str) -> list[str]:
     """Lowercased ``\\w+`` tokens of the canonical text (the BM25 vocabulary)."""
-    return _TOKEN.findall(canonicalise(text).lower())
+    return word_tokens(canonicalise(text), WORD)

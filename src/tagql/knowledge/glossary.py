@@ -8,19 +8,14 @@ database's approved statements gloss that value (see ``docs/tag.md``, value glos
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from tagql.text import stems
 
 Glossary = Mapping[str, Mapping[str, str]]  # column name (lower case) -> stored value -> gloss
 
 MAX_GLOSS_WORDS = 4  # longer texts are descriptions of a query, not names of a value
-_WORD = re.compile(r"\w+")
-
-
-def _words(text: str) -> set[str]:
-    """Lower-case words, a plural 's' dropped ("aliens" names the value 'Alien')."""
-    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in _WORD.findall(text.lower())}
 
 
 def _equality(sql: str) -> tuple[str, str] | None:
@@ -53,7 +48,7 @@ def value_glossary(statements: Iterable[tuple[str, str]]) -> dict[str, dict[str,
         if found is None or not gloss or len(gloss.split()) > MAX_GLOSS_WORDS:
             continue
         column, value = found
-        v, g = _words(value), _words(gloss)
+        v, g = stems(value), stems(gloss)  # "aliens" names the value 'Alien'
         if (v and v <= g) or g <= v:  # "molecule TR060" for 'TR060' adds nothing
             continue
         known = out.setdefault(column, {}).get(value)

@@ -22,18 +22,17 @@ Methods:
   (:mod:`tagql.knowledge.static`): window embeddings are prefix-sum means of token vectors, so no
   transformer runs per question (~1 ms at 188 statements), plus a bonus when a statement's whole
   text part occurs verbatim in the question (a smaller one when it occurs with the same letter
-  case), and BM25 over plural-folded tokens ("elements" matches "element").
+  case), and BM25 over Snowball stems (:func:`tagql.text.stem`: "elements" matches "element").
 
-The per-question path is vectorised (BM25 by one gather + bincount, phrase bonuses through an index
-keyed by first token, partial sorting of the top candidates), so it does not loop over statements.
+The per-question path is vectorised (BM25 by one gather + bincount in :class:`tagql.text.BM25`, phrase
+bonuses through an index keyed by first token, partial sorting of the top candidates), so it does not
+loop over statements.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import threading
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from tagql.embeddings import Embedder, EmbeddingUnavailable, Progress, TokenEmbe
 from tagql.errors import TagqlError
 from tagql.knowledge import ScoredStatement
 from tagql.knowledge.canon import canonicalise, tokens, words
+from tagql.text import BM25, stem
 
 METHODS = ("none", "all", "bm25", "dense", "sbr", "hybrid", "hybrid-fast", "hybrid-static", "sbr-mpnet")
 DEFAULT_K = 3  # at most this many statements when the caller leaves K to the retriever
@@ -92,8 +92,8 @@ class Corpus:
         self._tok = [tokens(t) for t in self.texts]
         # inverted index with precomputed BM25 term weights: a question costs one gather per
         # distinct question token and one bincount
-        self._bm25 = _BM25(self._tok, self.k1, self.b)
-        self._stem_bm25: _BM25 | None = None  # the same over plural-folded tokens, built on first use
+        self._bm25 = BM25(self._tok, self.k1, self.b)
+        self._stem_bm25: BM25 | None = None  # the same over stemmed tokens, built on first use
         self._case_index: _PhraseIndex | None = None
         # statements whose text part names a specific instance by an identifier ('bond TR001_10_11')
         self._instance_ids = {i: ids for i, t in enumerate(self._tok) if (ids := instance_ids(t))}
@@ -138,13 +138,13 @@ class Corpus:
     # -- lexical ---------------------------------------------------------------------------------
     def bm25(self, question: str) -> np.ndarray:
         """Okapi BM25 of the question (each occurrence of a question token counts) for every statement."""
-        return self._bm25.score(tokens(question), len(self))
+        return self._bm25.scores(tokens(question))
 
     def stemmed_bm25(self, question: str) -> np.ndarray:
-        """:meth:`bm25` over plural-folded tokens ("elements" matches "element", "carbons" "carbon")."""
+        """:meth:`bm25` over Snowball stems ("elements" matches "element", "carbons" "carbon")."""
         if self._stem_bm25 is None:
-            self._stem_bm25 = _BM25([[stem(w) for w in t] for t in self._tok], self.k1, self.b)
-        return self._stem_bm25.score([stem(w) for w in tokens(question)], len(self))
+            self._stem_bm25 = BM25([[stem(w) for w in t] for t in self._tok], self.k1, self.b)
+        return self._stem_bm25.scores([stem(w) for w in tokens(question)])
 
     def literal_hits(self, question: str, candidates: np.ndarray) -> np.ndarray:
         """1.0 where a quoted word-constant of the statement's SQL occurs in the question (token-wise)."""
@@ -188,48 +188,6 @@ _CASED = re.compile(r"\w+")
 def cased_tokens(text: str) -> list[str]:
     """``\\w+`` tokens of the canonical text, letter case kept."""
     return _CASED.findall(canonicalise(text))
-
-
-def stem(w: str) -> str:
-    """Plural folding only: 'elements' -> 'element', 'bodies' -> 'body' (not 'class', 'gas')."""
-    if len(w) > 4 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        return w[:-1]
-    return w
-
-
-class _BM25:
-    """Okapi BM25 over pre-tokenised documents: token -> (document indices, term weights), so a
-    question costs one gather per distinct token and one bincount."""
-
-    def __init__(self, docs: list[list[str]], k1: float, b: float) -> None:
-        n = len(docs)
-        df: Counter[str] = Counter()
-        for d in docs:
-            df.update(set(d))
-        dl = np.array([len(d) for d in docs], dtype=np.float32)
-        avg = float(dl.mean()) if n and dl.mean() > 0 else 1.0
-        norm = k1 * (1 - b + b * dl / avg)
-        post: dict[str, tuple[list[int], list[int]]] = {}
-        for i, d in enumerate(docs):
-            for w, c in Counter(d).items():
-                p = post.setdefault(w, ([], []))
-                p[0].append(i)
-                p[1].append(c)
-        self.post = {}
-        for w, (ix, tf) in post.items():
-            idf = math.log((n - df[w] + 0.5) / (df[w] + 0.5) + 1.0)
-            ixa, tfa = np.array(ix, dtype=np.int64), np.array(tf, dtype=np.float32)
-            self.post[w] = (ixa, (idf * tfa * (k1 + 1) / (tfa + norm[ixa])).astype(np.float32))
-
-    def score(self, qtoks: list[str], n: int) -> np.ndarray:
-        hits = [(self.post[w], c) for w, c in Counter(qtoks).items() if w in self.post]
-        if not hits:
-            return np.zeros(n, dtype=np.float32)
-        ix = np.concatenate([p[0] for p, _ in hits])
-        wt = np.concatenate([p[1] * c for p, c in hits])
-        return np.bincount(ix, weights=wt, minlength=n).astype(np.float32)
 
 
 class _PhraseIndex:
@@ -513,7 +471,7 @@ class StaticHybridMethod(HybridMethod):
     SQL-diversity re-ranking are ``hybrid``'s. No transformer runs per question.
 
     Lexical extras over ``hybrid``: ``w_text`` when the statement's whole text part occurs in the
-    question; ``stem`` folds plurals on both sides of BM25 ("How many carbons" reaches 'carbon',
+    question; ``stem`` stems both sides of BM25 ("How many carbons" reaches 'carbon',
     "What elements" the 'atom.element' statements' texts); ``w_case`` (small, a tie-break) when the
     text part occurs with the same letter case, so of two statements whose texts differ only in case
     ('Chlorine' / 'chlorine', both kept by their authors) the one the question's spelling matches

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from tagql.db.schema import Schema
-from tagql.routing.text import human
+from tagql.text import split_identifier
 
 ROOT = ("root",)
 JACCARD = 0.85
@@ -109,12 +109,12 @@ def table_edges(schema: Schema, values: Mapping[tuple[str, str], Iterable[str]] 
 
 def _names_related(schema: Schema, ta: str, ca: str, tb: str, cb: str, *, strict: bool) -> bool:
     """Name evidence that two columns hold the same entity key."""
-    a, b = human(ca).replace(" ", ""), human(cb).replace(" ", "")
+    a, b = split_identifier(ca).replace(" ", ""), split_identifier(cb).replace(" ", "")
     if a == b:
         return a not in _GENERIC if strict else True
     # customer.id ~ orders.customer_id
     for t1, c1, c2 in ((ta, a, b), (tb, b, a)):
-        ent = human(t1).replace(" ", "")
+        ent = split_identifier(t1).replace(" ", "")
         if c1 in ("id", ent + "id") and c2 in (ent + "id", ent.rstrip("s") + "id"):
             return True
     return False

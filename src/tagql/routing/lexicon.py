@@ -26,9 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from tagql.routing.text import STOP_WORDS, human, stem, tokens
+from tagql.text import LETTERS, STOP_WORDS, split_identifier, stem, terms, word_tokens
 
-_ALPHA = re.compile(r"[a-z]+")
 # question words that are never about a schema element (the question's own syntax)
 _GENERIC = frozenset("""
     many much total average avg mean sum count maximum minimum max min highest lowest largest
@@ -44,7 +43,7 @@ _GENERIC = frozenset("""
 def content_words(text: str) -> list[str]:
     """Unstemmed content words: lower case, alphabetic, >= 3 letters, no stop or question words."""
     out = []
-    for w in _ALPHA.findall(human(text)):
+    for w in word_tokens(split_identifier(text), LETTERS):
         if len(w) >= 3 and w not in STOP_WORDS and w not in _GENERIC:
             out.append(w)
     return list(dict.fromkeys(out))
@@ -75,8 +74,8 @@ class SoftLexicon:
         # mined substitutions: synonym phrase -> stems of its schema originals (kept if the collection has them)
         self.mined: dict[str, list[str]] = {}
         for phrase, originals in (mined or {}).items():
-            key = " ".join(_ALPHA.findall(phrase.lower()))
-            got = [st for o in originals for st in tokens(o) if st in self.known]
+            key = " ".join(word_tokens(phrase, LETTERS))
+            got = [st for o in originals for st in terms(o) if st in self.known]
             if key and got:
                 self.mined[key] = list(dict.fromkeys(self.mined.get(key, []) + got))
         self.mined_weight = mined_weight
@@ -119,7 +118,7 @@ class SoftLexicon:
     def weights(self, question: str) -> dict[str, float]:
         """Stem -> weight: the question's own stems (1.0), soft matches of its unknown words, thesaurus
         relations and mined substitutions of any of its words."""
-        out = {t: 1.0 for t in tokens(question)}
+        out = {t: 1.0 for t in terms(question)}
         for w in self._candidates(question):
             for st, s in self.cache.get(w, ()):
                 if out.get(st, 0.0) < s:
@@ -129,7 +128,7 @@ class SoftLexicon:
                 if out.get(st, 0.0) < s:
                     out[st] = s
         if self._mined_pat is not None:
-            for m in self._mined_pat.finditer(" ".join(_ALPHA.findall(question.lower()))):
+            for m in self._mined_pat.finditer(" ".join(word_tokens(question, LETTERS))):
                 for st in self.mined[m.group(0)]:
                     if out.get(st, 0.0) < self.mined_weight:
                         out[st] = self.mined_weight

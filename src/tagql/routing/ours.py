@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import re
 import shutil
 import time
 from collections import defaultdict
@@ -45,7 +44,7 @@ from tagql.routing.errors import IndexMissing
 from tagql.routing.finetune import contrastive_encoder, finetune_encoder, load_pairs
 from tagql.routing.lexicon import SoftLexicon, content_words, related_schema_words, schema_words
 from tagql.routing.rerank import candidate_features, load_reranker, schema_word_rows, soft_coverage
-from tagql.routing.retrieval import BM25, table_doc
+from tagql.routing.retrieval import table_doc
 from tagql.routing.sampling import sample_schemas
 from tagql.routing.synonyms import SynonymAugmenter, mined_reverse
 from tagql.routing.synth import (
@@ -57,8 +56,8 @@ from tagql.routing.synth import (
     load_patterns,
     schema_terms,
 )
-from tagql.routing.text import human, tokens
 from tagql.routing.wordnet import load_wordnet
+from tagql.text import BM25, split_identifier, terms, word_tokens
 
 if TYPE_CHECKING:
     from tagql.routing.collection import Collection
@@ -209,7 +208,7 @@ class ValueIndex:
                     continue
                 for v in vals[:200]:
                     if isinstance(v, str):
-                        s = " ".join(re.findall(r"\w+", v.lower()))
+                        s = " ".join(word_tokens(v))
                         if 3 <= len(s) <= 40 and not s.isdigit() and len(s.split()) <= 5:
                             where[s].add(i)
         n = max(len(keys), 1)
@@ -218,10 +217,10 @@ class ValueIndex:
 
     def scores(self, question: str) -> np.ndarray:
         out = np.zeros(self.n, dtype=np.float32)
-        words = re.findall(r"\w+", question.lower())
+        toks = word_tokens(question)
         for size in range(1, 6):
-            for i in range(len(words) - size + 1):
-                hit = self.where.get(" ".join(words[i:i + size]))
+            for i in range(len(toks) - size + 1):
+                hit = self.where.get(" ".join(toks[i:i + size]))
                 if hit is not None:
                     idx, w = hit
                     w = w * min(1.0, 0.4 + 0.2 * size)  # longer matches are stronger evidence
@@ -245,14 +244,14 @@ class GraphRouter:
             for t in e.schema.tables:
                 self.keys.append((e.name, t.name))
                 docs.append(table_doc(e.schema, t, with_db=True))
-            db_docs[e.name] = human(e.name) + ": " + "; ".join(table_doc(e.schema, t) for t in e.schema.tables)
+            db_docs[e.name] = split_identifier(e.name) + ": " + "; ".join(table_doc(e.schema, t) for t in e.schema.tables)
         self.dbs = list(collection.entries)
         self.db_index = {d: i for i, d in enumerate(self.dbs)}
         self.key_db = np.array([self.db_index[d] for d, _ in self.keys])
         self.key_pos = {k: i for i, k in enumerate(self.keys)}
         self.docs = docs
-        self.bm25 = BM25(docs)
-        self.bm25_db = BM25([db_docs[d] for d in self.dbs])
+        self.bm25 = BM25([terms(d) for d in docs])
+        self.bm25_db = BM25([terms(db_docs[d]) for d in self.dbs])
         self.values = ValueIndex(collection, self.keys)
         self._vocab_build(collection)
         self.lexicon = self._lexicon_build(collection) if cfg.soft_match else None
@@ -353,7 +352,7 @@ class GraphRouter:
         from the same embedding call."""
         lex = self.lexicon
         if lex is None:
-            return self.emb.embed(questions), [{t: 1.0 for t in tokens(q)} for q in questions]
+            return self.emb.embed(questions), [{t: 1.0 for t in terms(q)} for q in questions]
         words = list(dict.fromkeys(w for q in questions for w in lex.to_match(q)))
         extra = []
         if self._rerank_evidence:  # every content word's vector, for the re-ranker's soft coverage

@@ -17,7 +17,8 @@ import numpy as np
 from tagql.routing.candidate import Candidate
 from tagql.routing.errors import BadSource
 from tagql.routing.ours import GraphRouter
-from tagql.routing.retrieval import BM25, table_doc
+from tagql.routing.retrieval import table_doc
+from tagql.text import BM25, terms
 
 if TYPE_CHECKING:
     from tagql.routing.collection import Collection
@@ -57,7 +58,7 @@ class TableRetrievalRouter:
         self.top_tables = top_tables
         self.index = TableIndex(collection)
         if method == "bm25":
-            self._bm25 = BM25(self.index.docs)
+            self._bm25 = BM25([terms(d) for d in self.index.docs])
         elif method == "dense":
             if embedder is None:
                 from tagql.embeddings import EmbeddingUnavailable
@@ -71,7 +72,7 @@ class TableRetrievalRouter:
 
     def table_scores(self, questions: Sequence[str]) -> np.ndarray:
         if self.method == "bm25":
-            return np.stack([self._bm25.scores(q) for q in questions]) if questions else np.zeros((0, 0))
+            return np.stack([self._bm25.scores(terms(q)) for q in questions]) if questions else np.zeros((0, 0))
         return self._emb.embed(list(questions)) @ self._doc_vecs.T
 
     def route_many(self, questions: Sequence[str], k: int = 5) -> list[list[Candidate]]:

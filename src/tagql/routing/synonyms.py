@@ -26,14 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from tagql.routing.lexicon import content_words
-from tagql.routing.text import stem
+from tagql.text import LETTERS_DIGITS, stem, word_tokens
 
 _DATA = Path(__file__).parent / "data"
-_TOK = re.compile(r"[A-Za-z]+|\d+")
 
 
 def _aligned(a: str, b: str) -> list[tuple[str, str]]:
-    ta, tb = [w.lower() for w in _TOK.findall(a)], [w.lower() for w in _TOK.findall(b)]
+    ta, tb = word_tokens(a, LETTERS_DIGITS), word_tokens(b, LETTERS_DIGITS)
     sm = difflib.SequenceMatcher(a=ta, b=tb, autojunk=False)
     return [(" ".join(ta[i1:i2]), " ".join(tb[j1:j2])) for op, i1, i2, j1, j2 in sm.get_opcodes()
             if op == "replace" and i2 - i1 <= 3 and j2 - j1 <= 3]

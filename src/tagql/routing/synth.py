@@ -27,7 +27,7 @@ from tagql.db.schema import Column, Schema, Table
 from tagql.llm.base import system, user
 from tagql.routing.metrics import gold_tables
 from tagql.routing.sampling import QuerySchema
-from tagql.routing.text import human, tokens
+from tagql.text import split_identifier, terms
 
 _NUM = ("INT", "NUM", "REAL", "FLOA", "DOUB", "DEC")
 
@@ -48,7 +48,7 @@ class SyntheticQuestion:
 
 
 def col_name(c: Column) -> str:
-    return human(c.description) if c.description and len(c.description) < 40 else human(c.name)
+    return split_identifier(c.description) if c.description and len(c.description) < 40 else split_identifier(c.name)
 
 
 def _is_key(c: Column) -> bool:
@@ -87,7 +87,7 @@ class TemplateQuestioner:
         schema = self.schemas[qs.database]
         tabs = [schema.table(t) for t in qs.tables]
         r = self.rng
-        names = [human(t.name) for t in tabs]
+        names = [split_identifier(t.name) for t in tabs]
         t0, n0 = tabs[0], names[0]
         c = r.choice(self._cols(t0))
         c2 = r.choice(self._cols(t0))
@@ -150,12 +150,12 @@ def schema_terms(schema: Schema, tables: Sequence[str], values: Mapping[tuple[st
     out = []
     for name in tables:
         t = schema.table(name)
-        words = set(tokens(t.name))
+        words = set(terms(t.name))
         for c in t.columns:
-            words |= set(tokens(c.name)) | set(tokens(col_name(c)))
+            words |= set(terms(c.name)) | set(terms(col_name(c)))
             for v in (values or {}).get((t.name, c.name), [])[:50]:
                 if isinstance(v, str) and len(v) < 40:
-                    words |= set(tokens(v))
+                    words |= set(terms(v))
         out.append(words)
     return out
 
@@ -163,7 +163,7 @@ def schema_terms(schema: Schema, tables: Sequence[str], values: Mapping[tuple[st
 def keep_question(question: str, schema: Schema, qs: QuerySchema,
                   values: Mapping[tuple[str, str], list[Any]] | None = None) -> bool:
     """The filter: a question must be a real sentence and mention something of *every* table."""
-    q = set(tokens(question))
+    q = set(terms(question))
     if len(question) < 12 or len(question) > 400 or not q:
         return False
     return all(q & terms for terms in schema_terms(schema, qs.tables, values))
@@ -245,7 +245,7 @@ def mine_patterns(train_json: str | Path, tables_json: str | Path, min_dbs: int 
     train = json.loads(Path(train_json).read_text())
     word_dbs: dict[str, set[str]] = {}
     for e in train:
-        for w in tokens(e.get("SpiderQuestion") or e["question"], stemmed=False):
+        for w in terms(e.get("SpiderQuestion") or e["question"], stem=False):
             word_dbs.setdefault(w, set()).add(e["db_id"])
     out: list[MinedPattern] = []
     seen: set[str] = set()
@@ -273,7 +273,7 @@ def mine_patterns(train_json: str | Path, tables_json: str | Path, min_dbs: int 
             for k, v in enumerate(lits):
                 if vals_cols and len(v) > 1:
                     mentions.append((v.strip("%"), f"v{j}_{k}", False, False))
-            h = human(t.name)
+            h = split_identifier(t.name)
             mentions += [(_plural(h), f"t{j}", False, True), (h, f"t{j}", False, False)]
         text, slots, numeric, plural = q, set(), [], []
         for surface, slot, num, pl in sorted(mentions, key=lambda m: -len(m[0])):
@@ -289,7 +289,7 @@ def mine_patterns(train_json: str | Path, tables_json: str | Path, min_dbs: int 
                     plural.append(slot)
         if not slots or not any(x.startswith("t") or x.startswith("c") for x in slots):
             continue
-        left = tokens(re.sub(r"\{[^}]*\}", " ", text), stemmed=False)
+        left = terms(re.sub(r"\{[^}]*\}", " ", text), stem=False)
         if any(len(word_dbs.get(w, ())) < min_dbs for w in left):
             continue
         # every table of the pattern must be mentioned (the synthetic question will name it)
@@ -335,7 +335,7 @@ class PatternQuestioner(TemplateQuestioner):
                 return None
             t = tabs[j]
             if kind == "t":
-                out[slot] = _plural(human(t.name)) if slot in p.plural else human(t.name)
+                out[slot] = _plural(split_identifier(t.name)) if slot in p.plural else split_identifier(t.name)
             elif kind == "c":
                 cols = self._cols(t)
                 want_num = slot in p.numeric
