@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from itertools import pairwise
 from typing import Any
+
+from tagql.text import word_tokens
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class Exemplar:
 
 
 def _terms(text: str) -> list[str]:
-    words = re.findall(r"[a-z]+|\d+|'", text.lower().replace("'s ", " "))
+    words = word_tokens(text.lower().replace("'s ", " "), r"[a-z]+|\d+|'")
     words = ["N" if w.isdigit() else w for w in words]
     return words + [f"{a} {b}" for a, b in pairwise(words)]
 

@@ -44,6 +44,7 @@ from tagql.tag.operators import (
 )
 from tagql.text2sql.query import prepare_sql
 from tagql.tag.udf import execute_with_lm, register_lm_functions, uses_lm_functions
+from tagql.text import LETTERS, word_tokens
 
 LM_OPS = {"filter", "map", "extract", "topk", "agg"}
 REL_OPS = {"limit", "columns", "count", "distinct", "sort"}
@@ -656,8 +657,8 @@ class Planner:
         owners = [t for t in self.db.schema.tables if t.column(name) is not None]
         if not owners:
             return ENUMERATION_HINT
-        words = set(re.findall(r"[a-z]+", question.lower()))
-        table = next((t for t in owners if set(re.findall(r"[a-z]+", t.name.lower())) & words), owners[0])
+        asked = set(word_tokens(question, LETTERS))
+        table = next((t for t in owners if set(word_tokens(t.name, LETTERS)) & asked), owners[0])
         column = table.column(name).name
         statement = self.criterion(question, column, table.name).replace("'", "''")
         return f"{ENUMERATION_HINT}; here: LM_FILTER('{statement}', {column}) instead of {column} IN (...)"
