@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 
-from tagql.text import WORD
-from tagql.text import word_tokens
+from tagql.text import WORD, word_tokens
 
 PLACEHOLDER = "100"
 
