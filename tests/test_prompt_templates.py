@@ -14,6 +14,7 @@ from tagql.knowledge import ScoredStatement
 from tagql.llm.scripted import ScriptedLLM
 from tagql.tag import cache, tag_prompts
 from tagql.tag import operators as ops
+from tagql.tag.operators import base
 from tagql.templates import Templates, load_templates
 from tagql.text2sql import prompts
 
@@ -22,7 +23,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tagql"
 FILES = {
     ("tagql.text2sql", "prompts.toml"): [SRC / "text2sql" / "prompts.py"],
     ("tagql.tag", "prompts.toml"): [SRC / "tag" / "tag_prompts.py"],
-    ("tagql.tag", "operator_prompts.toml"): [SRC / "tag" / "operators.py"],
+    ("tagql.tag.operators", "prompts.toml"): sorted((SRC / "tag" / "operators").glob("*.py")),
 }
 
 
@@ -74,5 +75,5 @@ def test_the_operator_cache_keys_on_the_prompt_text(monkeypatch):
     assert key == cache.cache_key("scripted", "filter", "{x} is big", "x is big", prompts=ops.PROMPTS.digest)
     edited = dict(ops.PROMPTS.texts, judge_system=ops.PROMPTS["judge_system"] + " Be brief.")
     changed = Templates(edited, hashlib.sha256(repr(edited).encode()).hexdigest())
-    monkeypatch.setattr(ops, "PROMPTS", changed)
+    monkeypatch.setattr(base, "PROMPTS", changed)
     assert engine._key("filter", "{x} is big", "x is big") != key

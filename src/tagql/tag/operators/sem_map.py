@@ -1,0 +1,94 @@
+"""``map``: a new column the LM computes per row, as text (``sem_map``) or as a number (``LM_NUMBER``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from tagql.llm.base import system, user
+from tagql.tag.operators.base import PROMPTS, EngineBase, TableBase, _one_cache_batch
+
+if TYPE_CHECKING:
+    from tagql.tag.operators.table import SemTable
+
+
+_SCALED_NUMBER: dict[str, Any] = {
+    "type": "object",
+    "properties": {"value": {"type": "number"}, "scale": {"enum": ["units", "thousand", "million", "billion"]}},
+    "required": ["value", "scale"],
+}
+_SCALES = {"units": 1.0, "thousand": 1e3, "million": 1e6, "billion": 1e9}
+
+
+def _plain_number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _scaled_number(text: str) -> float | None:
+    """``{"value": 39.5, "scale": "million"}`` -> 39500000.0; a value already written in full
+    (``{"value": 39933977, "scale": "million"}``, 1,000 or more) is not scaled again."""
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        return float(obj)  # a backend that ignored the schema: a bare number is still one
+    try:
+        value = float(obj["value"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    scale = _SCALES.get(str(obj.get("scale")), 1.0)
+    return value * scale if abs(value) < 1000 else value
+
+
+class MapEngine(EngineBase):
+    def map_many(self, instruction: str, items: list[str], *, max_tokens: int = 48) -> list[str]:
+        sys_text = PROMPTS.render("map_system", instruction=instruction)
+        out: list[str] = []
+        for i, item in enumerate(items):
+            text = self.call(
+                "map", instruction, item,
+                [system(sys_text), user(PROMPTS.render("map_user", record=item))], max_tokens=max_tokens,
+            )
+            out.append(text.strip().splitlines()[0].strip() if text.strip() else "")
+            self._tick("map", i + 1, len(items))
+        return out
+
+    def number_many(self, instruction: str, items: list[str], *, style: str = "scaled") -> list[float | None]:
+        """One number per item (``LM_NUMBER``: a year, a population, a month's number), constrained so the
+        reply sorts as one (``map`` answers in words: "about 39 million"). A reply that is not a number
+        is ``None`` (sorted last), never a guess.
+
+        ``style="scaled"`` (default) asks for ``{"value": ..., "scale": "units"|"thousand"|"million"|
+        "billion"}``: a bare number lets the 1.5B model switch units between rows (California 39.5,
+        New York 1950, Virginia 800000: "in millions" for some states, people for others), and with a
+        scale beside the value it writes either the full count or the value in millions and says which.
+        ``style="plain"`` is the bare JSON number (``bench/tag_numbers.py`` compares the two)."""
+        plain = style == "plain"
+        sys_text = PROMPTS.render("number_system", instruction=instruction,
+                                  reply=PROMPTS["number_reply_plain" if plain else "number_reply_scaled"])
+        schema = {"type": "number"} if plain else _SCALED_NUMBER
+        out: list[float | None] = []
+        for i, item in enumerate(items):
+            text = self.call("number" if plain else "number_scaled", instruction, item,
+                             [system(sys_text), user(PROMPTS.render("number_user", record=item))],
+                             max_tokens=16 if plain else 40, json_schema=schema)
+            out.append(_plain_number(text) if plain else _scaled_number(text))
+            self._tick("number", i + 1, len(items))
+        return out
+
+
+class MapTable(TableBase):
+    @_one_cache_batch
+    def sem_map(self, instruction: str, new_column: str, *, max_tokens: int = 48) -> SemTable:
+        t0, c0 = time.perf_counter(), self.engine.stats.lm_calls
+        per_row, distinct = self._distinct(instruction, "map")
+        values = dict(zip(distinct, self.engine.map_many(instruction, distinct, max_tokens=max_tokens)))
+        out = type(self)(self.columns + [new_column], [r + (values[k],) for r, k in zip(self.rows, per_row)],
+                       self.engine)
+        self._record("map", instruction, len(self.rows), len(distinct), t0, c0)
+        return out
