@@ -117,6 +117,7 @@ def test_cascade_reuses_cached_verdicts_and_rejects_unknown_modes(tmp_path):
 @pytest.mark.model
 def test_cascade_with_real_embeddings_and_the_real_model():
     """52 US states, "on the Pacific coast", MiniLM as the proxy and the local 1.5B model as the judge."""
+    from tagql.embeddings import make_embedder
     from tagql.llm import make_llm
 
     states = ["Alabama", "Alaska", "Arizona", "Arkansas", "California", "Colorado", "Connecticut", "Delaware",
@@ -128,7 +129,7 @@ def test_cascade_with_real_embeddings_and_the_real_model():
               "Virginia", "Washington", "West Virginia", "Wisconsin", "Wyoming"]
     llm = make_llm(backend="local")
     # split verdicts need every input judged, so the cascade runs where they are off (or unavailable)
-    eng = SemEngine(llm, cascade="on", split=False)
+    eng = SemEngine(llm, cascade="on", split=False, embedder=make_embedder())
     before = llm.usage.calls
     kept = {r[0] for r in SemTable(["state"], [(s,) for s in states], eng)
             .sem_filter("{state} is a state on the Pacific coast").rows}
