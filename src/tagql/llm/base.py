@@ -66,10 +66,21 @@ class Usage:
 
 @runtime_checkable
 class LLM(Protocol):
-    """What the pipeline needs from a model."""
+    """What the pipeline needs from a model.
+
+    Optional abilities are declared by every backend, never probed:
+
+    * ``supports_choice_probs``: the backend has ``choice_probs(messages, choices) -> list[float]``, the
+      probability of each choice (a single token, e.g. ``yes`` / ``no``) as the reply, renormalised over
+      the choices (:class:`ChoiceProbs`; the filter's split verdicts read it);
+    * ``supports_digit_probs``: the backend has ``digit_probs(messages, *, slots=1) -> list[list[float]]``,
+      per reply slot the probabilities of the digits 0-9 (:class:`DigitProbs`; top-k's expected scores).
+    """
 
     name: str
     usage: Usage
+    supports_choice_probs: bool
+    supports_digit_probs: bool
 
     def complete(
         self,
@@ -83,3 +94,15 @@ class LLM(Protocol):
         """Return the model's reply. ``json_schema`` / ``grammar`` constrain the output where the
         backend supports it (llama.cpp: both; OpenAI-compatible: ``json_schema``)."""
         ...
+
+
+class ChoiceProbs(Protocol):
+    """An LLM that declares ``supports_choice_probs = True``."""
+
+    def choice_probs(self, messages: list[Message], choices: list[str]) -> list[float]: ...
+
+
+class DigitProbs(Protocol):
+    """An LLM that declares ``supports_digit_probs = True``."""
+
+    def digit_probs(self, messages: list[Message], *, slots: int = 1) -> list[list[float]]: ...

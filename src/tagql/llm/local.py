@@ -345,6 +345,9 @@ class LocalLLM:
     the system-message prefix is restored from :class:`_PrefixStates` before generation.
     """
 
+    supports_choice_probs = True  # token probabilities straight from the logits
+    supports_digit_probs = True
+
     def __init__(
         self, model_path: Path, *, n_ctx: int = 8192, n_threads: int | None = None, seed: int = 0,
         temperature: float = 0.0, name: str | None = None, lookup_decoding: bool = True,

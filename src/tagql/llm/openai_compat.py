@@ -13,6 +13,11 @@ from tagql.llm.base import Completion, Message, Usage
 
 
 class OpenAICompatLLM:
+    # ``logprobs``/``top_logprobs`` of the first reply token (an endpoint without them answers choice_probs
+    # with an LLMOutputError, and callers read generated replies from then on); no per-slot digit reading
+    supports_choice_probs = True
+    supports_digit_probs = False
+
     def __init__(
         self, base_url: str, model: str, *, api_key: str | None = None, temperature: float = 0.0,
         seed: int = 0, timeout_s: float = 120.0,

@@ -3,8 +3,8 @@
 It replies from a list (or a function of the messages) and records every prompt it saw. With
 ``digit_probs`` (a function of the messages and the number of slots) or ``choice_probs`` (of the messages
 and the choices) it also offers the local backend's token probabilities
-(:meth:`tagql.llm.local.LocalLLM.digit_probs`, :meth:`~tagql.llm.local.LocalLLM.choice_probs`); without
-them, it does not.
+(:meth:`tagql.llm.local.LocalLLM.digit_probs`, :meth:`~tagql.llm.local.LocalLLM.choice_probs`) and
+declares it (``supports_digit_probs`` / ``supports_choice_probs``); without them, it does not.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ class ScriptedLLM:
         self.prompts: list[list[Message]] = []
         self.constraints: list[dict[str, Any] | str | None] = []  # each call's json_schema or grammar
         self.usage = Usage()
+        self.supports_digit_probs = digit_probs is not None
+        self.supports_choice_probs = choice_probs is not None
         self.digit_probs: Callable[..., list[list[float]]] | None = None
         if digit_probs is not None:
             def probs(messages: list[Message], *, slots: int = 1) -> list[list[float]]:

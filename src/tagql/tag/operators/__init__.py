@@ -11,7 +11,8 @@ Efficiency (what a naive one-call-per-row loop does not do):
 
 * **dedupe** - the LM sees each distinct combination of the *referenced* columns once
   (filtering 1,000 schools on ``{City}`` costs one call per distinct city);
-* **persistent cache** keyed by the prompt texts + model + operator + instruction + input (:class:`~tagql.tag.cache.OpCache`;
+* **persistent cache** keyed by the prompt texts + model + operator + instruction + input
+  (:class:`~tagql.tag.cache.OpCache`;
   one write transaction per operator call);
 * **constrained outputs** - a filter answers ``yes``/``no`` under a GBNF grammar (one token), a score is
   a digit, extraction is JSON-schema constrained;

@@ -32,7 +32,8 @@ class AggEngine(EngineBase):
                 )
                 outs.append(self.call(
                     "agg", instruction, data,
-                    [system(sys_text), user(PROMPTS.render("agg_user", data=data, instruction=instruction, note=note))],
+                    [system(sys_text),
+                     user(PROMPTS.render("agg_user", data=data, instruction=instruction, note=note))],
                     max_tokens=max_tokens,
                 ))
                 self._tick("agg", i + 1, len(chunks))

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from tagql.embeddings import Embedder, EmbeddingUnavailable
 from tagql.errors import LLMOutputError
-from tagql.llm.base import Message, system, user
+from tagql.llm.base import ChoiceProbs, Message, system, user
 from tagql.tag import cascade
 from tagql.tag.operators.base import PROMPTS, EngineBase, TableBase, _one_cache_batch
 from tagql.tag.verdicts import DEFAULT as DEFAULT_CUT
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 # Capitalised answers too: forcing lowercase pushed the 1.5B model towards "yes" (bench/tag_operator_lotus.py).
 YES_NO_GRAMMAR: str = PROMPTS["yes_no_grammar"]
-YES_NO_CHOICES: list[str] = PROMPTS["yes_no_choices"]  # the grammar's replies, yes first (P(yes) = p[0] + p[1])
+# the grammar's replies, yes first (P(yes) = p[0] + p[1])
+YES_NO_CHOICES: list[str] = PROMPTS["yes_no_choices"]
 JUDGE_SYSTEM: str = PROMPTS["judge_system"]
 
 
@@ -133,15 +134,19 @@ class FilterEngine(EngineBase):
                 out.append(_parse_bool(text, chunk[0]))
                 continue
             answers = self._numbered_batch(
-                "filter_batch", instruction, JUDGE_SYSTEM, chunk, tag="statement", rule=PROMPTS["yes_no_rule"],
+                "filter_batch", instruction, JUDGE_SYSTEM, chunk, tag="statement",
+                rule=PROMPTS["yes_no_rule"],
                 value=r"yes|no", what="yes/no", noun="statement", ask=PROMPTS["judge_batch_ask"],
             )
             out.extend(a == "yes" for a in answers)
         return out
 
     def _yes_probs_fn(self) -> Callable[..., list[float]] | None:
-        fn = getattr(self.llm, "choice_probs", None)
-        return fn if self.split and self.batch_size == 1 and callable(fn) else None
+        """The LM's ``choice_probs`` when filters split verdicts over P(yes): the LM declares token
+        probabilities, ``split`` is on and claims are judged one per call."""
+        if not (self.split and self.batch_size == 1 and self.llm.supports_choice_probs):
+            return None
+        return cast(ChoiceProbs, self.llm).choice_probs
 
     def _yes_probs(self, instruction: str, claims: list[str], op: str) -> list[float] | None:
         """P(yes) of each claim from the judge's token probabilities (one cached LM call each, the same

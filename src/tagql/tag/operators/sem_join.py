@@ -6,7 +6,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from tagql.tag.operators.base import OperatorError, TableBase, _one_cache_batch, resolve_or_none, template_fields
+from tagql.tag.operators.base import (
+    OperatorError,
+    TableBase,
+    _one_cache_batch,
+    resolve_or_none,
+    template_fields,
+)
 
 if TYPE_CHECKING:
     from tagql.tag.operators.table import SemTable

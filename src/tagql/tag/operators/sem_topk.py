@@ -7,11 +7,18 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from tagql.errors import LLMOutputError
-from tagql.llm.base import Message, system, user
-from tagql.tag.operators.base import PROMPTS, EngineBase, OperatorError, TableBase, _numbered, _one_cache_batch
+from tagql.llm.base import DigitProbs, Message, system, user
+from tagql.tag.operators.base import (
+    PROMPTS,
+    EngineBase,
+    OperatorError,
+    TableBase,
+    _numbered,
+    _one_cache_batch,
+)
 
 if TYPE_CHECKING:
     from tagql.tag.operators.table import SemTable
@@ -67,16 +74,16 @@ class TopKEngine(EngineBase):
     def rank_scores(self, instruction: str, items: list[str]) -> list[float]:
         """Scores to rank by (top-k): as many LM calls as :meth:`score_many`, far fewer ties.
 
-        When the LM exposes its token probabilities (``llm.digit_probs``: the local llama.cpp backend),
-        the score is the *expected* digit on a 0-9 scale, ``sum(d * p(d))`` over the ten digit tokens of
-        the grammar-forced answer (probability-weighted scoring, as in G-EVAL / monoT5-style rerankers):
+        When the LM declares its token probabilities (``llm.supports_digit_probs``: the local llama.cpp
+        backend), the score is the *expected* digit on a 0-9 scale, ``sum(d * p(d))`` over the ten digit
+        tokens of the grammar-forced answer (probability-weighted scoring, as in G-EVAL / monoT5-style rerankers):
         two records the model both rates "9" still differ by how sure it is, so ties are practically
         gone at no extra call. Batches (``batch_size`` > 1) read each numbered line's digit the same
         way in one call. Without probabilities this is :meth:`score_many` (integer 0-10) and
         :meth:`SemTable.sem_topk` refines the ties that matter."""
-        probs = getattr(self.llm, "digit_probs", None)
-        if not callable(probs):
+        if not self.llm.supports_digit_probs:
             return [float(v) for v in self.score_many(instruction, items)]
+        probs = cast(DigitProbs, self.llm).digit_probs
         sys_text = PROMPTS.render("digit_system", instruction=instruction)
 
         def expected(msgs: list[Message], slots: int) -> Callable[[], str]:
@@ -88,7 +95,8 @@ class TopKEngine(EngineBase):
                 prompt = [system(sys_text), user(PROMPTS.render("digit_user", record=chunk[0]))]
                 text = self._cached("score_p", instruction, chunk[0], expected(prompt, 1))
             else:
-                ask = PROMPTS.render("numbered_user", listed=_numbered(chunk, "record"), ask=PROMPTS["digit_batch_ask"])
+                ask = PROMPTS.render("numbered_user", listed=_numbered(chunk, "record"),
+                                     ask=PROMPTS["digit_batch_ask"])
                 prompt = [system(sys_text), user(ask)]
                 text = self._cached("score_p_batch", instruction, json.dumps(chunk, ensure_ascii=False),
                                     expected(prompt, len(chunk)))
@@ -133,9 +141,9 @@ class TopKTable(TableBase):
         alone ties badly: on world_1 cities most got the same score and the "top 10" was the first ten
         rows in row order (precision@10 0.3). So ties are broken, cheapest first:
 
-        1. **Token probabilities** (an LM with ``digit_probs``: the local llama.cpp backend): the score
-           is the expected digit of a 0-9 answer (:meth:`SemEngine.rank_scores`), so two records both
-           rated "9" still differ by how sure the model is. Same call count, no extra call; ties are
+        1. **Token probabilities** (an LM that declares ``supports_digit_probs``: the local llama.cpp
+           backend): the score is the expected digit of a 0-9 answer (:meth:`SemEngine.rank_scores`), so
+           two records both rated "9" still differ by how sure the model is. Same call count, no extra call; ties are
            practically gone.
         2. With ``refine``, for LMs without probabilities and whatever ties remain, only the tied groups
            that decide the top ``k`` (starting above position ``k``) are refined; groups below are never

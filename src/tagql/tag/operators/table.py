@@ -1,4 +1,5 @@
-"""The row table with every LM operator (LOTUS-style: each returns a new table), from the operators' modules."""
+"""The row table with every LM operator (LOTUS-style: each returns a new table), from the operators'
+modules."""
 
 from __future__ import annotations
 
