@@ -122,6 +122,26 @@ class EmbedSettings(BaseModel):
     backend: Literal["onnx", "torch"] = "onnx"
 
 
+class ServiceSettings(BaseModel):
+    """``tagql serve``: what the REST service offers and its limits (docs/service.md). Databases and
+    collections are registered here (or with ``--db`` / ``--collection``); clients only name them."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    databases: dict[str, str] = Field(default_factory=dict)  # name -> SQLite/DuckDB path or SQLAlchemy URL
+    collections: list[str] = Field(default_factory=list)  # routing collections (``tagql route index``)
+    # answers, feedback, verified examples and token hashes; "" = SQLite at <config dir>/service.sqlite;
+    # a postgresql:// URL lets several replicas share one state
+    state_url: str = ""
+    queue_size: int = 8  # questions waiting for or running on the model; one more gets 429
+    workers: int = 1  # questions answered at once (1 for the embedded model; more for an endpoint)
+    retry_after_s: int = 5  # the Retry-After a 429 carries
+    ask_timeout_s: float = 600.0  # a question not answered by then gets 504
+    max_body_bytes: int = 64_000
+    max_question_chars: int = 2_000
+    max_sql_chars: int = 20_000
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TAGQL_", env_nested_delimiter="__", extra="ignore")
 
@@ -130,6 +150,7 @@ class Settings(BaseSettings):
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
     tag: TagSettings = Field(default_factory=TagSettings)
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
     cache_dir: Path = Field(default_factory=user_cache_dir)
     knowledge_dir: Path = Field(default_factory=lambda: user_config_dir() / "knowledge")
     # routing collections (schema graph, synthetic questions, router index), one folder per name
