@@ -8,6 +8,7 @@ that does not apply is an error, never silently ignored.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -78,7 +79,7 @@ class Session:
         llm: str | LLM | None = None, knowledge: Retriever | str | Path | None = None,
         knowledge_method: str | None = None, route_method: str = "ours",
         progress: Callable[[int, int], None] | None = None, embedder: Embedder | None = None,
-        step_progress: Progress | None = None,
+        step_progress: Progress | None = None, models: dict[str, LLM] | None = None,
     ) -> None:
         self.settings = settings
         self._embedder = embedder
@@ -90,10 +91,12 @@ class Session:
         self.knowledge_method = knowledge_method
         self.route_method = route_method
         self.progress = progress
-        self._models: dict[str, LLM] = {}
+        self._models: dict[str, LLM] = models if models is not None else {}  # by model name; may be shared
         self._dbs: dict[str, Database] = {} if database is None else {database.name: database}
         self._retrievers: dict[str, Retriever | None] = {}
         self._router: Any = None
+        self._prepared: dict[tuple[str, str], str] = {}  # (database, query) -> checked SQL, for repeated queries
+        self._lock = threading.Lock()
 
     # -- what is here --------------------------------------------------------------------------------
 
@@ -140,7 +143,16 @@ class Session:
         from tagql.text2sql.query import prepare_sql
 
         db = self.database(database)
-        result = db.execute(prepare_sql(query, db))
+        key = (db.name, query)
+        with self._lock:
+            prepared = self._prepared.get(key)
+        if prepared is None:
+            prepared = prepare_sql(query, db)  # parsing and checks cost ~20x the run of a small query
+            with self._lock:
+                if len(self._prepared) >= 256:
+                    self._prepared.pop(next(iter(self._prepared)))
+                self._prepared[key] = prepared
+        result = db.execute(prepared)
         return SqlResult(database=db.name, sql=result.sql or query, columns=list(result.columns),
                          rows=[[json_value(v) for v in r] for r in result.rows], truncated=result.truncated,
                          notes=list(result.notes))
@@ -219,6 +231,14 @@ class Session:
                 self._models[key] = make_llm(settings, backend=choice, progress=self.progress)
         return self._models[key]
 
+    def reload_knowledge(self, database: str | None = None) -> None:
+        """Open the knowledge store of ``database`` (all: None) again on the next question, e.g. one created
+        since this session first looked (an open store follows its own changes without this)."""
+        if database is None:
+            self._retrievers.clear()
+        else:
+            self._retrievers.pop(database, None)
+
     # -- internals -----------------------------------------------------------------------------------
 
     def _settings_for(self, method: str) -> Settings:
@@ -286,6 +306,7 @@ def connect(
     progress: Callable[[int, int], None] | None = None,
     embedder: Embedder | None = None,
     step_progress: Progress | None = None,
+    models: dict[str, LLM] | None = None,
 ) -> Session:
     """Open ``db`` (a SQLite/DuckDB path or a SQLAlchemy URL) or ``collection`` (a name built with
     ``tagql route index``) with ``llm`` (``"local"``, ``"openai"``, an :class:`~tagql.llm.LLM`, or None for
@@ -295,7 +316,9 @@ def connect(
     database's store in ``knowledge_dir`` is used when it exists. ``progress(done, total)`` hears model
     assembly on first use; ``step_progress(stage, done, total)`` other long first-use steps (distilling the
     static token embeddings). ``embedder`` defaults to :func:`tagql.embeddings.make_embedder` (loaded when
-    first needed). The database is opened and its schema read now, so a bad path fails here."""
+    first needed). ``models`` is a cache of loaded models (by model name) that several sessions may share,
+    so a server with many databases loads each model once. The database is opened and its schema read now,
+    so a bad path fails here."""
     settings = settings or load_settings()
     if (db is None) == (collection is None):
         raise UsageError("give a database or a collection", "e.g. --db PATH_OR_URL or --collection NAME")
@@ -313,13 +336,14 @@ def connect(
             collection = Collection.load(collection, settings)
         collection.require_nonempty()
         return Session(settings=settings, collection=collection, llm=llm, knowledge_method=knowledge_method,
-                       route_method=route_method, progress=progress, embedder=embedder, step_progress=step_progress)
+                       route_method=route_method, progress=progress, embedder=embedder, step_progress=step_progress,
+                       models=models)
     database = db if isinstance(db, Database) else open_database(db, settings=settings.db,
                                                                    descriptions_dir=descriptions)
     _ = database.schema  # fail now on a database that cannot be read
     return Session(settings=settings, database=database, llm=llm, knowledge=knowledge,
                    knowledge_method=knowledge_method, route_method=route_method, progress=progress,
-                   embedder=embedder, step_progress=step_progress)
+                   embedder=embedder, step_progress=step_progress, models=models)
 
 
 # -- domain knowledge: the stores experts write and reviewers approve ------------------------------------
