@@ -130,6 +130,7 @@ class ServiceSettings(BaseModel):
     port: int = 8000
     databases: dict[str, str] = Field(default_factory=dict)  # name -> SQLite/DuckDB path or SQLAlchemy URL
     collections: list[str] = Field(default_factory=list)  # routing collections (``tagql route index``)
+    route_method: Literal["ours", "bm25", "dense"] = "ours"  # how collections route questions
     # answers, feedback, verified examples and token hashes; "" = SQLite at <config dir>/service.sqlite;
     # a postgresql:// URL lets several replicas share one state
     state_url: str = ""

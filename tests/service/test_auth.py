@@ -43,8 +43,9 @@ async def test_role_matrix(make_app: Callable[..., Any], store: StateStore) -> N
         for method, path, body, least in ENDPOINTS:
             r = await c.request(method, path, json=body)
             assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", path
-            r = await c.request(method, path, json=body, headers={"authorization": "Bearer tq_wrong"})
-            assert r.status_code == 401, path
+            for header in ("Bearer tq_wrong", "Bearer ", "Basic dXNlcjpwYXNz", tokens["admin"]):
+                r = await c.request(method, path, json=body, headers={"authorization": header})
+                assert r.status_code == 401, (path, header)
             for role, token in tokens.items():
                 filled = {k: v.format(role=role) if isinstance(v, str) else v for k, v in (body or {}).items()}
                 r = await c.request(method, path, json=filled or None, headers={"authorization": f"Bearer {token}"})

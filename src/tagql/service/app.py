@@ -42,7 +42,7 @@ from tagql.service.core import (
     http_status,
     is_loopback,
 )
-from tagql.service.state import ROLES, StateStore, default_state_url
+from tagql.service.state import ROLES, StateStore, default_state_url, hash_token
 from tagql.tag.answer import json_value
 
 log = logging.getLogger("tagql.service")
@@ -118,12 +118,14 @@ class Service:
             # open (no tokens, bound to loopback): local use only, so a loopback client too (an app
             # bound elsewhere by a bare ASGI server cannot end up open to the network)
             client = request.client.host if request.client else ""
-            if self.open and is_loopback(client) and not self._cached("", self.store.has_tokens):
+            if self.open and is_loopback(client) and not self._cached("has-tokens", self.store.has_tokens):
                 return Principal("local", "admin")
             raise Unauthorized("this server needs a token")
         scheme, _, token = header.partition(" ")
-        found = self._cached(token.strip(), lambda: self.store.lookup_token(token.strip())) \
-            if scheme.lower() == "bearer" else None
+        token = token.strip()
+        found = None
+        if scheme.lower() == "bearer" and token:
+            found = self._cached("token:" + hash_token(token), lambda: self.store.lookup_token(token))
         if found is None:
             raise Unauthorized("unknown token")
         return Principal(*found)

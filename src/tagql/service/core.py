@@ -120,7 +120,8 @@ class Registry:
             self._add(name, "database", connect(db, llm=llm, settings=settings, models=models))
         for name in collections:
             self._check_name(name)
-            self._add(name, "collection", connect(collection=name, llm=llm, settings=settings, models=models))
+            self._add(name, "collection", connect(collection=name, llm=llm, settings=settings, models=models,
+                                                  route_method=settings.service.route_method))
         if not self.sessions:
             raise ServiceError("no database registered", "pass --db NAME=PATH_OR_URL or set service.databases")
 
