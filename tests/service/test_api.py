@@ -138,3 +138,18 @@ async def test_slow_answer_is_504(make_app: Callable[..., Any]) -> None:
         assert r.status_code == 504 and "no answer within 0.2 s" in r.json()["error"]
     release.set()
     await wait_for(lambda: app.state.service.queue.pending == 0)  # the worker stopped at its next stage
+
+
+async def test_metrics_count_requests_by_route_and_asks_by_outcome(client: httpx.AsyncClient) -> None:
+    answered = await client.post("/v1/ask", json={"question": "How many superheroes are there?",
+                                                  "database": "superhero"})
+    await client.get(f"/v1/answers/{answered.json()['id']}")
+    await client.post("/v1/sql", json={"database": "superhero", "sql": "DELETE FROM superhero"})
+    r = await client.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    lines = set(r.text.splitlines())
+    assert 'tagql_http_requests_total{method="POST",route="/v1/ask",status="200"} 1.0' in lines
+    assert 'tagql_http_requests_total{method="GET",route="/v1/answers/{answer_id}",status="200"} 1.0' in lines
+    assert 'tagql_http_requests_total{method="POST",route="/v1/sql",status="422"} 1.0' in lines
+    assert 'tagql_asks_total{outcome="answered"} 1.0' in lines
+    assert "tagql_queue_pending 0.0" in lines and "tagql_queue_size 8.0" in lines

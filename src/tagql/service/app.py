@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 import anyio
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -34,6 +34,7 @@ from tagql.service.core import (
     Forbidden,
     Job,
     Principal,
+    QueueFull,
     Registry,
     ServiceError,
     TooLarge,
@@ -42,6 +43,7 @@ from tagql.service.core import (
     http_status,
     is_loopback,
 )
+from tagql.service.metrics import Metrics, MetricsMiddleware
 from tagql.service.state import ROLES, StateStore, default_state_url, hash_token
 from tagql.tag.answer import json_value
 
@@ -261,6 +263,8 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
         return error_response(exc)
 
     app.add_middleware(BodyLimit, limit=conf.max_body_bytes)
+    metrics = Metrics(service.queue)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
 
     # -- read-only ----------------------------------------------------------------------------------
 
@@ -268,6 +272,11 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
     def health() -> dict[str, Any]:
         return {"ok": True, "version": tagql.__version__, "databases": len(service.registry.sessions),
                 "queue": {"pending": service.queue.pending, "size": service.queue.size}}
+
+    @app.get("/metrics", summary="Prometheus metrics (text format)", response_class=Response)
+    def metrics_text(_who: Reader) -> Response:
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
 
     @app.get("/v1/databases", summary="The registered databases and collections")
     def databases(_who: Reader) -> dict[str, Any]:
@@ -337,7 +346,11 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
             return session.ask(body.question, method=body.method, k=body.k, choose=choose, force=body.force,
                                on_event=on_event)
 
-        fut, ahead = service.queue.submit(work)
+        try:
+            fut, ahead = service.queue.submit(work)
+        except QueueFull:
+            metrics.asks.labels("429").inc()
+            raise
 
         def finish(answer: Any) -> dict[str, Any]:
             payload = answer.to_dict()
@@ -349,10 +362,18 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
                 answer = await asyncio.wait_for(asyncio.wrap_future(fut), conf.ask_timeout_s)
             except TimeoutError:
                 job.cancelled.set()
+                metrics.asks.labels("504").inc()
                 raise AskTimeout(f"no answer within {conf.ask_timeout_s:g} s", "ask something simpler") from None
+            except BaseException as exc:
+                metrics.asks.labels(str(http_status(exc))).inc()
+                raise
+            metrics.asks.labels("answered").inc()
             return await anyio.to_thread.run_sync(finish, answer)
 
         fut.add_done_callback(lambda _f: loop.call_soon_threadsafe(events.put_nowait, None))
+        fut.add_done_callback(lambda f: metrics.asks.labels(
+            "answered" if not f.cancelled() and f.exception() is None
+            else "cancelled" if f.cancelled() else str(http_status(f.exception()))).inc())
         return StreamingResponse(_events(fut, job, events, ahead, finish, conf.ask_timeout_s),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
