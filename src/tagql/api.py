@@ -231,6 +231,23 @@ class Session:
                 self._models[key] = make_llm(settings, backend=choice, progress=self.progress)
         return self._models[key]
 
+    def knowledge_base(self, database: str | None = None, *, create: bool = False) -> Any:
+        """The knowledge store of one of this session's databases (``<knowledge_dir>/<name>.kb``), with the
+        session's embedder; None when it has none yet and not ``create``. A store created here is used
+        from the next question on."""
+        from tagql.knowledge.store import default_store_path
+
+        db = self.database(database)
+        path = default_store_path(db.name, self.settings)
+        if not path.exists() and not create:
+            return None
+        existed = path.exists()
+        kb = KnowledgeBase.open(path, create=create, db_id=db.name, schema=db.schema, embedder=self.embedder,
+                                static_dir=Path(self.settings.cache_dir) / "static")
+        if not existed:
+            self.reload_knowledge(db.name)
+        return kb
+
     def reload_knowledge(self, database: str | None = None) -> None:
         """Open the knowledge store of ``database`` (all: None) again on the next question, e.g. one created
         since this session first looked (an open store follows its own changes without this)."""

@@ -419,14 +419,7 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
     # -- knowledge (expert adds, reviewer approves) ---------------------------------------------------
 
     def knowledge_base(name: str, create: bool = False) -> Any:
-        from tagql.knowledge.store import KnowledgeBase, default_store_path
-
-        session = service.registry.get(name, "database")
-        path = default_store_path(name, service.settings)
-        if not path.exists() and not create:
-            return None
-        kb = KnowledgeBase.open(path, create=create, db_id=name, schema=session.schema())
-        return kb
+        return service.registry.get(name, "database").knowledge_base(create=create)
 
     @app.get("/v1/databases/{name}/statements", summary="A database's domain statements (with review state)")
     def statements(name: str, _who: Reader, status: str | None = None) -> dict[str, Any]:
@@ -444,7 +437,6 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
             reason = (snippet_problem(body.sql, kb.schema) or "") if body.sql else ""
             sid = kb.add(body.text, body.sql, nl=body.nl, status="proposed", reason=reason, author=who.name)
             service.store.add_review(name, sid, "propose", None, who.name)
-            service.registry.get(name).reload_knowledge()
             return kb.get(sid).to_dict()
 
         return {"ok": True, "statement": await anyio.to_thread.run_sync(add)}
