@@ -18,14 +18,14 @@ SCHEMA = "tagql_service_test"
 
 
 @pytest.fixture()
-def state_url(postgres_url: str) -> str:
-    engine = sa.create_engine(postgres_url)
+def state_url(postgres_owner_url: str) -> str:
+    engine = sa.create_engine(postgres_owner_url)  # the state writes: the owner role
     with engine.begin() as conn:
         conn.execute(sa.text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
         conn.execute(sa.text(f"CREATE SCHEMA {SCHEMA}"))
     engine.dispose()
-    sep = "&" if "?" in postgres_url else "?"
-    return f"{postgres_url}{sep}options=-csearch_path%3D{SCHEMA}"
+    sep = "&" if "?" in postgres_owner_url else "?"
+    return f"{postgres_owner_url}{sep}options=-csearch_path%3D{SCHEMA}"
 
 
 async def test_two_replicas_share_state(make_app: Callable[..., Any], state_url: str) -> None:
