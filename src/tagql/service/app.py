@@ -45,7 +45,7 @@ from tagql.service.core import (
 )
 from tagql.service.metrics import Metrics, MetricsMiddleware
 from tagql.service.state import ROLES, StateStore, default_state_url, hash_token
-from tagql.tag.answer import json_value
+from tagql.text2sql.answer import json_value
 
 log = logging.getLogger("tagql.service")
 
