@@ -15,6 +15,7 @@ from tagql.config import AnswerSettings
 from tagql.db.connection import Result
 from tagql.llm.base import LLM, system, user
 from tagql.text2sql import prompts
+from tagql.text2sql.answer_check import check_sentence, plain_listing
 
 
 def json_value(v: Any) -> Any:
@@ -89,7 +90,9 @@ def format_data_points(result: Result, settings: AnswerSettings) -> str:
 
 def generate_answer(question: str, result: Result, llm: LLM, settings: AnswerSettings) -> str:
     """Ask the LM for a short answer grounded in the rows. The schema is deliberately left out:
-    with it, small models "correct" ids into names they saw in the schema's examples."""
+    with it, small models "correct" ids into names they saw in the schema's examples. A sentence that
+    leaves out, reorders or invents rows or numbers (``answer_check``) is replaced by a plain listing of
+    the rows, with a note on ``result.notes`` saying why."""
     if not result.rows:
         return "The query returned no rows, so the database has no data matching the question."
     data = format_data_points(result, settings)
@@ -98,4 +101,10 @@ def generate_answer(question: str, result: Result, llm: LLM, settings: AnswerSet
     text = reply.text.strip()
     if not text:
         return "(the model gave no answer; see the rows)"
-    return text
+    complete = not result.truncated and "only the first" not in data
+    check = check_sentence(text, result.columns, result.rows, question=question, complete=complete)
+    if check.ok:
+        return text
+    # a sentence that drops, reorders or invents rows is worse than none: the rows, said plainly
+    result.notes.append(f"answer sentence replaced by a plain listing: {check.problems[0]} (it read: {text!r})")
+    return plain_listing(result.columns, result.rows, truncated=result.truncated)

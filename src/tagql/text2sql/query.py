@@ -16,6 +16,14 @@ from dataclasses import dataclass, field
 import sqlglot
 
 from tagql.db.connection import Database, Result
+from tagql.text2sql.grounding import (
+    repair_aggregated_column,
+    repair_counted_table,
+    repair_invented_filters,
+    repair_projected_keys,
+    repair_unused_joins,
+    repair_value_by_join,
+)
 from tagql.db.repair import (
     misplaced_values,
     repair_columns,
@@ -97,13 +105,17 @@ class QueryOutcome:
     used_statements: bool = True  # False when the query that ran was written without them (fallback)
 
 
-def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, question: str = "") -> str:
+def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, question: str = "",
+                statements: str = "", grounding: bool = True) -> str:
     """Check and normalise ``sql`` for ``db``: read-only, right dialect, known tables/columns.
 
     SQL written in SQLite style for a server database is transpiled with sqlglot. With ``repairs``
     (a list to append notes to), columns under the wrong table, ``= (SELECT ...)`` lookups that can
     match several rows and misspelt constants are fixed, and a column compared with itself is an
-    error (LLM-written SQL only: see ``db/repair.py`` and ``text2sql/repair.py``; ``question`` helps choose a join). Returns the
+    error (LLM-written SQL only: see ``db/repair.py`` and ``text2sql/repair.py``; ``question`` helps
+    choose a join). With a ``question``, what it counts, the filters it states (with its domain
+    ``statements``), the keys it means and the table that stores its constants are repaired too
+    (``text2sql/grounding.py``; ``grounding=False`` leaves them out, for measuring them). Returns the
     SQL to execute."""
     schema = db.schema
     try:
@@ -128,6 +140,12 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         repairs += repair_conditional_counts(tree)
         repairs += repair_self_joins(tree, schema)
         repairs += repair_counted_entity(tree, schema, question)
+        if question and grounding:
+            repairs += repair_counted_table(tree, schema, question)
+            repairs += repair_invented_filters(tree, schema, question, statements)
+            repairs += repair_projected_keys(tree, schema, question)
+            repairs += repair_unused_joins(tree, schema, question)
+            repairs += repair_aggregated_column(tree, schema, question)
         tree, ordered = repair_length_order(tree, question)
         repairs += ordered
         if db.backend.strftime_dates:
@@ -142,6 +160,8 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         repairs += repair_values(tree, db)
         if question:
             repairs += repair_listed_values(tree, db, question)
+        if question and grounding:
+            repairs += repair_value_by_join(tree, db)
         misplaced = misplaced_values(tree, db, repairs=repairs)
         if misplaced:
             raise InvalidQuery(f"{misplaced[0]}: compare the column that holds it (join its table if needed)")
@@ -227,7 +247,8 @@ class QuerySynthesizer:
             try:
                 raw_sql = extract_sql(reply.text)
                 repairs: list[str] = []
-                sql = prepare_sql(raw_sql, self.db, repairs=repairs, question=question)
+                sql = prepare_sql(raw_sql, self.db, repairs=repairs, question=question,
+                                  statements="\n".join(s.render() for s in statements))
                 t1 = time.perf_counter()
                 try:
                     result = self.db.execute(sql)
