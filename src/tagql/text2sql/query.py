@@ -16,14 +16,6 @@ from dataclasses import dataclass, field
 import sqlglot
 
 from tagql.db.connection import Database, Result
-from tagql.text2sql.grounding import (
-    repair_aggregated_column,
-    repair_counted_table,
-    repair_invented_filters,
-    repair_projected_keys,
-    repair_unused_joins,
-    repair_value_by_join,
-)
 from tagql.db.repair import (
     misplaced_values,
     repair_columns,
@@ -39,6 +31,14 @@ from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout
 from tagql.knowledge import ScoredStatement
 from tagql.llm.base import LLM, Message, system, user
 from tagql.text2sql import prompts
+from tagql.text2sql.grounding import (
+    repair_aggregated_column,
+    repair_counted_table,
+    repair_invented_filters,
+    repair_projected_keys,
+    repair_unused_joins,
+    repair_value_by_join,
+)
 from tagql.text2sql.repair import (
     repair_counted_entity,
     repair_length_order,

@@ -1,0 +1,105 @@
+"""Re-score the SQL a `bench/ask.py` run recorded under the current deterministic repairs, per split.
+
+A full `bench/ask.py` run asks the model 864 times (~50 min on an idle 2-core host, hours on a loaded
+one). Deterministic repairs of the SQL it wrote can be measured without the model: each recorded query
+goes through `prepare_sql` again with the question (and, in the `evidence` condition, the evidence as
+its domain statement), once without the question-grounding repairs (text2sql/grounding.py) and once with
+them, and both results are compared with the gold rows (BIRD execution match, as in bench/ask.py).
+Records without SQL (every try failed) stay wrong; retries the model would make after a repair are
+not replayed, so this measures the repairs, not a new run.
+
+Splits: bench/data/bird_ask_split.json (bench/bird_split.py). Tune on train/dev; test is reported beside.
+
+    python bench/ask_replay.py --records bench/results/ask_s9.json
+    python bench/ask_replay.py --records /tmp/run.json --out bench/results/ask_replay_s9.json
+
+Prints a table and writes JSON (per split x condition: n, EX as recorded, EX replayed without and
+with the grounding repairs, and the question ids that changed on train/dev).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bird_split import load_split
+
+from tagql.db import open_database
+from tagql.errors import TagqlError
+from tagql.text2sql.query import prepare_sql
+
+DATA = Path(os.environ.get("TAGQL_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+def rows_match(pred: list, gold: list) -> bool:
+    return {tuple(r) for r in pred} == {tuple(r) for r in gold}
+
+
+def replay(record: dict, gold: dict, db, *, grounding: bool) -> bool:
+    if not record.get("sql"):
+        return False
+    statements = (gold.get("evidence") or "").strip() if record["condition"] == "evidence" else ""
+    try:
+        sql = prepare_sql(record["sql"], db, repairs=[], question=record["question"], statements=statements,
+                          grounding=grounding)
+        return rows_match(db.execute(sql).rows, db.execute(gold["SQL"], timeout_s=60, row_cap=1_000_000).rows)
+    except TagqlError:
+        return False
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", required=True, help="a bench/ask.py output (JSON with 'records')")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "ask_replay.json"))
+    args = ap.parse_args()
+    split = load_split()
+    gold = {q["question_id"]: q for q in json.loads((DATA / "bird" / "dev.json").read_text())}
+    records = json.loads(Path(args.records).read_text())["records"]
+    dbs: dict[str, object] = {}
+    rows = []
+    for r in records:
+        name = r["db"]
+        if name not in dbs:
+            dbs[name] = open_database(DATA / "bird" / "dev_databases" / name / f"{name}.sqlite")
+        g = gold[r["question_id"]]
+        rows.append({"question_id": r["question_id"], "condition": r["condition"], "split": split[r["question_id"]],
+                     "recorded": bool(r.get("correct")),
+                     "before": replay(r, g, dbs[name], grounding=False),
+                     "after": replay(r, g, dbs[name], grounding=True)})
+    summary = {}
+    table = Table(title=f"BIRD EX, recorded SQL replayed ({Path(args.records).name})")
+    for col in ("split", "condition", "n", "recorded", "replayed: before", "replayed: after", "gained", "lost"):
+        table.add_column(col, justify="right")
+    for part in ("train", "dev", "test", "all"):
+        for cond in ("none", "evidence"):
+            rs = [x for x in rows if x["condition"] == cond and (part == "all" or x["split"] == part)]
+            if not rs:
+                continue
+            n = len(rs)
+            s = {"n": n, **{k: round(sum(x[k] for x in rs) / n, 3) for k in ("recorded", "before", "after")},
+                 "gained": sum(x["after"] and not x["before"] for x in rs),
+                 "lost": sum(x["before"] and not x["after"] for x in rs)}
+            if part in ("train", "dev"):  # never list test questions
+                s["changed_ids"] = sorted(x["question_id"] for x in rs if x["after"] != x["before"])
+            summary[f"{part}/{cond}"] = s
+            table.add_row(part, cond, str(n), f"{s['recorded']:.3f}", f"{s['before']:.3f}", f"{s['after']:.3f}",
+                          str(s["gained"]), str(s["lost"]))
+    console = Console()
+    console.print(table)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"records": args.records, "summary": summary}, indent=1))
+    console.print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
