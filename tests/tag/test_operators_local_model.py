@@ -124,10 +124,10 @@ def test_map_then_sort_orders_by_what_the_real_model_computes(llm):
 
 
 def test_offered_answer_is_picked_from_the_compared_counts_by_the_real_model(llm, tmp_path, demo_db_path):
-    from tagql import TagQL
     from tagql.config import load_settings
     from tagql.db.connection import Result, open_database
     from tagql.methods import choose
+    from tagql.pipeline import TagQL
 
     session = TagQL(open_database(demo_db_path), llm, settings=load_settings(cache_dir=str(tmp_path)))
     # no "more"/"fewer" in the question, so the numbers alone do not decide and the model reads them

@@ -26,10 +26,10 @@ def test_a_domain_statement_reaches_the_real_models_plan_and_fixes_its_answer(ll
     """'double bonds' is stored as bond_type '=': told so by a statement, the SQL counts the right bonds.
     Without the misplaced-value check the 1.5B model's plan counted `connected.atom_id = 'TR006'` (an
     atom id column) and answered 0."""
-    from tagql import TagQL
     from tagql.config import load_settings
     from tagql.knowledge import ScoredStatement, StaticStatements
     from tagql.methods import answer
+    from tagql.pipeline import TagQL
 
     statement = ScoredStatement("double bonds", "bond.bond_type = '='", 1.0)
     expected = toxicology.execute("SELECT COUNT(*) FROM bond WHERE molecule_id = 'TR006' AND bond_type = '='").rows[0][0]
