@@ -36,7 +36,7 @@ def test_a_domain_statement_reaches_the_real_models_plan_and_fixes_its_answer(ll
     session = TagQL(toxicology, llm, settings=load_settings(cache_dir=str(tmp_path)),
                     knowledge=StaticStatements([statement]))
     a = answer(session, "How many double bonds does molecule TR006 have?", "tag")
-    assert a.statements == [statement]
+    assert [(s.text, s.sql) for s in a.statements] == [(statement.text, statement.sql)]
     assert "bond_type = '='" in a.sql and "'TR006'" in a.sql
     # the plan or, when the model cannot repair its plan, the text2sql_lm fallback (the LM reads the count,
     # so it may come back as text) computes it
