@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -60,20 +57,6 @@ def postgres_owner_url(postgres_url: str) -> str:
     """A PostgreSQL URL that may write (state stores, fixtures): the demo database's owner. tagql itself
     refuses it for questions; ``postgres_url`` is the SELECT-only role."""
     return os.environ.get("TAGQL_TEST_POSTGRES_OWNER_URL") or postgres_url
-
-
-@pytest.fixture(scope="session")
-def load_bench() -> Callable[[str], ModuleType]:
-    """Import a script under ``bench/`` by name (they are scripts, not a package)."""
-
-    def load(name: str) -> ModuleType:
-        spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-
-    return load
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -1,4 +1,4 @@
-"""bench/routing_e2e.py on three Spider questions with a scripted model: records, scoring, resuming."""
+"""bench/routing/e2e.py on three Spider questions with a scripted model: records, scoring, resuming."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 
 from tagql.config import load_settings
 from tagql.llm.scripted import ScriptedLLM
+
+from bench.routing import e2e
 
 # dev.json 0, 2 and 46; the scripted model answers the first right, the second in the wrong order
 # (right as a set, wrong for Spider: the gold query orders), the third wrong
@@ -27,50 +29,47 @@ def scripted() -> ScriptedLLM:
     return ScriptedLLM(reply)
 
 
-def test_subset_is_fixed_and_in_dev_order(load_bench, spider_dir: Path) -> None:
-    bench = load_bench("routing_e2e")
+def test_subset_is_fixed_and_in_dev_order(spider_dir: Path) -> None:
     dev = json.loads((spider_dir / "dev.json").read_text())
     usable = lambda db: (spider_dir / "database" / db / f"{db}.sqlite").exists()
-    a = bench.subset(dev, usable=usable)
-    assert a == bench.subset(dev, usable=usable) and len(a) == 200 and a == sorted(set(a))
+    a = e2e.subset(dev, usable=usable)
+    assert a == e2e.subset(dev, usable=usable) and len(a) == 200 and a == sorted(set(a))
     assert a[:5] == [1, 14, 16, 27, 33]  # random.Random(0).sample over the usable questions: stated in the JSON
     assert all(usable(dev[i]["db_id"]) for i in a) and not usable("wta_1")
 
 
-def test_match_rules(load_bench) -> None:
-    bench = load_bench("routing_e2e")
-    assert bench.results_match([(1,), (2,)], [(2,), (1,)], in_order=False)
-    assert not bench.results_match([(1,), (2,)], [(2,), (1,)], in_order=True)
-    assert not bench.results_match([(1,), (1,)], [(1,)], in_order=False)  # a multiset: duplicates count
-    assert bench.ordered("SELECT name FROM singer ORDER BY age DESC")
-    assert not bench.ordered("SELECT count(*) FROM concert WHERE stadium_id = "
+def test_match_rules() -> None:
+    assert e2e.results_match([(1,), (2,)], [(2,), (1,)], in_order=False)
+    assert not e2e.results_match([(1,), (2,)], [(2,), (1,)], in_order=True)
+    assert not e2e.results_match([(1,), (1,)], [(1,)], in_order=False)  # a multiset: duplicates count
+    assert e2e.ordered("SELECT name FROM singer ORDER BY age DESC")
+    assert not e2e.ordered("SELECT count(*) FROM concert WHERE stadium_id = "
                              "(SELECT stadium_id FROM stadium ORDER BY capacity DESC LIMIT 1)")
 
 
-def test_run_scores_conditions_and_resumes(load_bench, small_collection, spider_dir: Path,
+def test_run_scores_conditions_and_resumes(small_collection, spider_dir: Path,
                                            tmp_path: Path) -> None:
-    bench = load_bench("routing_e2e")
     dev = json.loads((spider_dir / "dev.json").read_text())
     dev = [dev[0], dev[2], dev[46]]
     partial = tmp_path / "e2e.json.partial.jsonl"
     llm = scripted()
-    records, reused, _ = bench.run(small_collection, llm, load_settings(), dev, [0, 1, 2], bench.CONDITIONS,
+    records, reused, _ = e2e.run(small_collection, llm, load_settings(), dev, [0, 1, 2], e2e.CONDITIONS,
                                    partial, model="scripted", routed_method="bm25")
     assert reused == 0 and len(records) == 9 and len(partial.read_text().splitlines()) == 9
     by = {(r["i"], r["condition"]): r for r in records}
-    for cond in bench.CONDITIONS:
+    for cond in e2e.CONDITIONS:
         assert [by[i, cond]["correct"] for i in range(3)] == [True, False, False], cond
         assert [by[i, cond]["correct_set"] for i in range(3)] == [True, True, False], cond
         assert all(by[i, cond]["db_ok"] for i in range(3)), cond
     assert by[0, "routed"]["routed_db"] == "concert_singer" and "singer" in by[0, "routed"]["prompt_tables"]
     assert by[0, "gold_db"]["prompt_tables"] is None
 
-    summary, _ = bench.summarise(records, bench.CONDITIONS)
+    summary, _ = e2e.summarise(records, e2e.CONDITIONS)
     assert summary["gold_db"]["ex_pct"] == 33.3 and summary["gold_db"]["ex_set_pct"] == 66.7
     assert summary["bm25"]["db_routed_pct"] == 100.0 and summary["routed"]["n"] == 3
 
     # a second run resumes: nothing is asked again
     again = scripted()
-    records2, reused2, _ = bench.run(small_collection, again, load_settings(), dev, [0, 1, 2], bench.CONDITIONS,
+    records2, reused2, _ = e2e.run(small_collection, again, load_settings(), dev, [0, 1, 2], e2e.CONDITIONS,
                                      partial, model="scripted", routed_method="bm25")
     assert reused2 == 9 and not again.prompts and records2 == records

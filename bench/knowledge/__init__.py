@@ -1,0 +1,1 @@
+"""Benchmarks of domain-knowledge retrieval (evidence F1) and its effect on execution accuracy."""

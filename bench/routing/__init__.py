@@ -1,0 +1,1 @@
+"""Benchmarks of schema routing over a collection (Spider / Spider-Syn / BIRD) and routed `ask`."""

@@ -1,0 +1,132 @@
+"""Fit the database re-ranker (``tagql.routing.rerank``) on Spider **train** questions (issue 4).
+
+    python -m bench.routing.rerank [--collection spider-ctl] [--write-model]
+
+Every Spider train question and its Spider-Syn version is routed by the collection's ``ours`` router
+(166 databases) and its 16 best databases become re-ranker rows (label: the gold database). The 140
+train databases are split in two halves (seed 0, as in the other tuning scripts); a question of one half
+is routed with the synonym substitutions mined from the *other* half only, so it never sees its own.
+Reported: database R@1 of the first stage and of trees fitted on the other half (cross-fit, the honest
+figure), per half and question version. ``--write-model`` then fits on both halves and writes
+``src/tagql/routing/data/db_reranker.json``. No dev question is read: dev figures come from
+``bench/routing/spider.py`` (``--set rerank=false`` for the control).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+from bench.routing.spider_train_halves import spider_train_halves
+
+from tagql.config import load_settings
+from tagql.routing.collection import Collection
+from tagql.routing.rerank import MODEL_PATH, TreeEnsemble
+from tagql.routing.synonyms import mine_synonyms, mined_reverse
+from tagql.embeddings import make_embedder
+
+from bench import common
+
+OUT = common.result_path("routing", "rerank")
+TREES = {"max_iter": 200, "learning_rate": 0.05, "max_leaf_nodes": 15, "l2_regularization": 0.0}
+
+
+def cross_lexicon(router, entries: list[dict]):
+    """The router's lexicon with the substitutions mined from ``entries`` only."""
+    return router.lexicon.variant(mined=mined_reverse(router.cfg.mined_min_count, synonyms=mine_synonyms(entries)))
+
+
+def rows(router, questions: list[str], golds: list[int], label: str) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    out = []
+    t = time.perf_counter()
+    for s in range(0, len(questions), 512):
+        out += [(cand, x, g) for (cand, x, _), g in zip(router.rerank_inputs(questions[s:s + 512]), golds[s:s + 512])]
+        print(f"{label}: {min(s + 512, len(questions))}/{len(questions)} ({time.perf_counter() - t:.0f} s)",
+              file=sys.stderr, flush=True)
+    return out
+
+
+def routed_halves(collection: str) -> tuple[dict[str, list[dict]], dict[str, dict[str, list]]]:
+    """(train entries per half, re-ranker rows per half and question version): every train question
+    routed by the collection's router with the substitutions mined from the other half."""
+    router = Collection.load(collection, load_settings()).router("ours", embedder=make_embedder())
+    train, half_a, _ = spider_train_halves(0)
+    halves = {"A": [e for e in train if e["db_id"] in half_a], "B": [e for e in train if e["db_id"] not in half_a]}
+    data: dict[str, dict[str, list]] = {}
+    for name, other in (("A", "B"), ("B", "A")):
+        router.lexicon = cross_lexicon(router, halves[other])
+        ents = halves[name]
+        golds = [router.db_index[e["db_id"]] for e in ents]
+        data[name] = {v: rows(router, [e[key] for e in ents], golds, f"half {name} {v}")
+                      for v, key in (("plain", "SpiderQuestion"), ("syn", "SpiderSynQuestion"))}
+    return halves, data
+
+
+def training_arrays(data: list[tuple[np.ndarray, np.ndarray, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(candidate features, 1 where the candidate is the gold database) of all questions' rows."""
+    return (np.concatenate([r[1] for r in data]),
+            np.concatenate([(r[0] == r[2]).astype(int) for r in data]))
+
+
+def fit_sklearn(x: np.ndarray, y: np.ndarray):
+    """The shipped objective: pointwise gradient-boosted trees (sklearn), :data:`TREES`."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    return HistGradientBoostingClassifier(random_state=0, early_stopping=False, **TREES).fit(x, y)
+
+
+def fit(data: list[tuple[np.ndarray, np.ndarray, int]], meta: dict | None = None) -> dict:
+    """The JSON spec of trees fitted on ``data``, checked to score as sklearn does."""
+    x, y = training_arrays(data)
+    model = fit_sklearn(x, y)
+    spec = TreeEnsemble.from_sklearn(model, meta)
+    if not np.allclose(TreeEnsemble(spec).decision(x[:2000]), model.decision_function(x[:2000]), atol=1e-6):
+        raise SystemExit("the exported trees do not reproduce sklearn's scores")
+    return spec
+
+
+def recall1(data, score=None) -> float:
+    """Database R@1 when each question's candidates are ordered by ``score(features)`` (None: as routed)."""
+    hit = 0
+    for cand, x, gold in data:
+        best = cand[int(np.argmax(score(x)))] if score is not None else cand[0]
+        hit += int(best == gold)
+    return round(100 * hit / max(len(data), 1), 2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--collection", default="spider-ctl")
+    ap.add_argument("--write-model", action="store_true", help=f"fit on all train questions, write {MODEL_PATH.name}")
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args(argv)
+    run = common.Run(__spec__, argv)
+
+    halves, data = routed_halves(args.collection)
+    results: dict = {"collection": args.collection, "trees": TREES, "questions": {n: len(halves[n]) for n in halves},
+                     "cross_fit": {}}
+    print(f"{'fit on -> test':<16}{'version':<9}{'first stage R@1':>16}{'re-ranked R@1':>15}")
+    for train_half, test_half in (("A", "B"), ("B", "A")):
+        model = TreeEnsemble(fit(data[train_half]["plain"] + data[train_half]["syn"]))
+        for v in ("plain", "syn"):
+            row = {"first_stage": recall1(data[test_half][v]), "reranked": recall1(data[test_half][v], model.decision)}
+            results["cross_fit"][f"{train_half}->{test_half} {v}"] = row
+            print(f"{train_half + ' -> ' + test_half:<16}{v:<9}{row['first_stage']:>16}{row['reranked']:>15}", flush=True)
+    if args.write_model:
+        every = [r for h in data.values() for v in h.values() for r in v]
+        spec = fit(every, {
+            "fitted_on": "Spider train questions and their Spider-Syn versions (train_spider.json), "
+                         "each half routed with substitutions mined from the other half",
+            "questions": len(every), "trees_config": TREES, "router_collection": args.collection})
+        MODEL_PATH.write_text(json.dumps(spec, separators=(",", ":")))
+        results["model"] = {"path": str(MODEL_PATH.name), "trees": len(spec["trees"]), "rows": len(every)}
+        print(f"wrote {MODEL_PATH} ({len(spec['trees'])} trees, {len(every)} questions)", file=sys.stderr)
+    run.save(args.out, results, indent=2)
+
+
+if __name__ == "__main__":
+    main()

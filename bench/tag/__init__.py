@@ -1,0 +1,1 @@
+"""Benchmarks of the TAG methods (TAG dev / held-out sets) and the LM operators."""
