@@ -80,7 +80,10 @@ def main(argv: list[str] | None = None) -> None:
     replaced = ", ".join(f"{n} ({'exact' if s['exact'] else 'differs'})" for n, s in swapped.items())
     print(f"overall exact match (Match, Comparison, Ranking): upper bound {summary['overall_em']:.2f}; "
           f"labels replaced: {replaced}")
-    run.save(args.out, {"judge": args.judge, "variant": args.variant, "labels": swapped, "summary": summary,
+    judge_file = Path(args.judge).resolve()
+    if judge_file.is_relative_to(common.REPO):
+        judge_file = judge_file.relative_to(common.REPO)
+    run.save(args.out, {"judge": str(judge_file), "variant": args.variant, "labels": swapped, "summary": summary,
                         "questions": rows})
     print(f"wrote {args.out}")
 
