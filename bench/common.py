@@ -63,13 +63,13 @@ def host() -> dict[str, Any]:
 
 def git_commit() -> str | None:
     """The commit of the measured code, ``+dirty`` when the worktree has uncommitted changes (result files
-    under ``bench/results/`` do not count: runs write them)."""
+    under ``bench/results/`` and Markdown pages do not count: they do not change what is measured)."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
                               check=True, timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":(exclude)bench/results"], cwd=REPO, capture_output=True, text=True, check=True,
-                               timeout=10).stdout.strip()
+                                ":(exclude)bench/results", ":(exclude,glob)**/*.md"],
+                               cwd=REPO, capture_output=True, text=True, check=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return head + ("+dirty" if dirty else "")
