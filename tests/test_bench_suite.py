@@ -95,3 +95,16 @@ def test_result_files_live_in_stage_folders() -> None:
         for path in (results / stage).glob("*.json"):
             json.loads(path.read_text())  # parses
             assert not re.search(r"_s\d+", path.stem), f"{path}: a run-suffixed file belongs in archive/"
+
+
+def test_the_figures_page_names_only_modules_and_result_files_that_exist() -> None:
+    page = (REPO / "docs" / "benchmarks.md").read_text()
+    modules = set(re.findall(r"python -m (bench(?:\.\w+)+)", page))
+    assert modules and not modules - set(MODULES)
+    files = set()
+    for path in re.findall(r"bench/results/[\w/{},.-]+\.json", page):
+        braces = re.search(r"\{([^}]*)\}", path)
+        names = braces.group(1).split(",") if braces else [""]
+        files |= {path.replace(braces.group(0), n) if braces else path for n in names}
+    missing = sorted(f for f in files if not (REPO / f).is_file())
+    assert files and not missing, missing

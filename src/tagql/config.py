@@ -35,7 +35,7 @@ class LLMSettings(BaseModel):
     backend: Literal["local", "openai"] = "local"
     # local: a model pack name ("qwen2.5-coder-1.5b", "qwen2.5-0.5b"), a re-quantized pack
     # ("qwen2.5-coder-1.5b-q4_0": same weights, 1.9x faster decoding here, same BIRD accuracy in
-    # bench/ask.py; "qwen2.5-0.5b-q4_0") or a path to any GGUF file
+    # bench/ask/bird.py; "qwen2.5-0.5b-q4_0") or a path to any GGUF file
     model: str = "qwen2.5-coder-1.5b-q4_0"
     n_ctx: int = 8192
     n_threads: int | None = None  # None = all cores
@@ -45,7 +45,7 @@ class LLMSettings(BaseModel):
     lookup_decoding: bool = True
     # ... and from the last N outputs under the same system prompt (SQL for one database repeats its
     # joins; ~10% faster SQL). Near-ties may then resolve differently depending on what was asked
-    # before (2 of 30 SQL in bench/decoding.py); 0 makes each output depend on its prompt only.
+    # before (2 of 30 SQL in bench/ask/decoding.py); 0 makes each output depend on its prompt only.
     recent_outputs: int = 20
     # local: keep each evaluated schema prompt's KV state under <cache_dir>/kv/ (~30 MB per 1k tokens),
     # so the first question on a database in a new process skips its evaluation
@@ -98,7 +98,7 @@ class TagSettings(BaseModel):
     agg_chunk_chars: int = 4000  # hierarchical aggregation: characters of rows per summarised chunk
     udf_timeout_s: float = 600.0  # statement timeout for SQL that calls LM functions
     plan_exemplars: int = 2  # solved plans of the most similar questions shown with each plan prompt (0: none)
-    # cheap-first filter cascade (embedding proxy + LM-labelled sample, bench/tag_cascade.py: 2.3x fewer LM
+    # cheap-first filter cascade (embedding proxy + LM-labelled sample, bench/tag/cascade.py: 2.3x fewer LM
     # calls at equal accuracy): "on" = every filter of >= cascade_min_inputs distinct inputs, "auto" = only a
     # filter that would otherwise exceed max_lm_calls, "off" = the LM judges every input
     cascade: Literal["auto", "on", "off"] = "on"
@@ -110,7 +110,8 @@ class TagSettings(BaseModel):
     # the local model of the TAG methods (plans, LM operators, their answers, and the baselines measured beside
     # them): the shipped Q4_K_M weights, whose yes/no probabilities and plans the TAG path depends on; plain
     # `ask` keeps llm.model (the faster Q4_0 re-quantization). Dev set, same host and code: tag 0.60 with it,
-    # 0.40 with Q4_0 (bench/results/tag_accuracy_s24_q4km.json). "" = llm.model; ignored for other backends.
+    # 0.40 with Q4_0 (bench/results/archive/tag_accuracy_s24_q4km.json). "" = llm.model; ignored for other
+    # backends.
     model: str = "qwen2.5-coder-1.5b"
 
 

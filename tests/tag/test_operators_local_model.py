@@ -75,7 +75,7 @@ def test_topk_with_token_probabilities_on_real_model(llm):
 
     Not asserted: which cities come first. The 1.5B model rates the first record of a batch highest
     (Graz 4.8, Tokyo 2.1, Shanghai 2.0 here; one record per call rates them all 5.7-6.4), so ranking
-    quality is measured by bench/tag_operator_lotus.py, not promised by this test."""
+    quality is measured by bench/tag/operator_lotus.py, not promised by this test."""
     rows = [("Graz, Austria",), ("Tokyo, Japan",), ("Reno, USA",), ("Lyon, France",), ("Shanghai, China",),
             ("Tartu, Estonia",), ("Aarhus, Denmark",), ("Split, Croatia",)]
     criterion = "{city} is one of the most populous cities in the world"

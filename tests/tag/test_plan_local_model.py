@@ -1,5 +1,5 @@
 """The real local model writing whole TAG plans: a domain statement from the database's experts steers the
-plan, and the answer it computes is the verified one (the dev set's labels, bench/tag_devset.py)."""
+plan, and the answer it computes is the verified one (the dev set's labels, bench/tag/devset.py)."""
 
 from __future__ import annotations
 

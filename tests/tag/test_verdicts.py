@@ -10,7 +10,7 @@ from tagql.llm.scripted import ScriptedLLM
 from tagql.tag.operators import SemEngine, SemTable
 from tagql.tag.verdicts import DEFAULT, cut, split_verdicts
 
-# P(yes) the local 1.5B model gave (bench/tag_judge.py, this repository's measurements)
+# P(yes) the local 1.5B model gave (bench/tag/judge.py, this repository's measurements)
 NEW_ENGLAND = {"Massachusetts": 0.359, "New York": 0.035, "Texas": 0.010, "Illinois": 0.020, "Utah": 0.012}
 SOUTH_AMERICA = {"South America": 0.296, "Caribbean": 0.259, "Central America": 0.174, "Melanesia": 0.130,
                  "North America": 0.026, "Western Europe": 0.010}
@@ -100,7 +100,7 @@ FOOD = {"Water, Cookies", "Pizza", "Water, chips, cookies", "Water, Veggie tray,
 
 @pytest.mark.model
 def test_split_verdicts_with_the_real_model():
-    """The 1.5B judge says "no" to most food on its own (1 of 6, bench/results/tag_judge_s22.json); its
+    """The 1.5B judge says "no" to most food on its own (1 of 6, bench/results/tag/judge_variants.json); its
     P(yes) still sets the food apart, and the split finds it."""
     from tagql.llm import make_llm
 

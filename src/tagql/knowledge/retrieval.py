@@ -478,7 +478,7 @@ class StaticHybridMethod(HybridMethod):
     ranks first. ``instances`` leaves out statements whose text part names an identifier the question
     does not name ('bond TR001_10_11' for a question about bond TR000_2_3): a statement about another
     instance only offers the SQL generator a wrong constant to copy, and a small model copies it
-    (measured: bench/knowledge_exec_accuracy.py). The next statements take their places. Measured
+    (measured: bench/knowledge/exec_accuracy.py). The next statements take their places. Measured
     effect and how the weights were chosen: docs/knowledge.md."""
 
     def __init__(self, n: int = 2, w_bm25: float = 0.3, w_literal: float = 0.1, candidates: int = 256,

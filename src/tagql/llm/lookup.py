@@ -43,7 +43,7 @@ class LookupStats:
             self.trace.extend(other.trace)
 
 
-# 2-gram drafts had their first token accepted 30% of the time, 4-gram drafts 91% (bench/decoding.py):
+# 2-gram drafts had their first token accepted 30% of the time, 4-gram drafts 91% (bench/ask/decoding.py):
 # a rejected draft costs a batch, so only 3-gram or longer matches are drafted.
 MIN_NGRAM = 3
 # Verify batches of 1, 2, 3, 4, 8 tokens took 45, 70, 73, 77, 97 ms here: the second token of a batch

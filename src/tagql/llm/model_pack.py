@@ -140,7 +140,7 @@ class Requantized:
     """A pack re-quantized locally with llama.cpp, e.g. to a type with faster CPU kernels.
 
     The shipped Qwen2.5-Coder GGUF is Q4_K_M with a Q6_K output layer; on this 2-core CPU the same
-    weights in Q4_0 (output layer too) decode 1.9x faster (36 vs 68 ms per token; ``bench/ask.py
+    weights in Q4_0 (output layer too) decode 1.9x faster (36 vs 68 ms per token; ``bench/ask/bird.py
     --models`` compares accuracy). Derived once from the verified pack and stamped with its sha256.
     """
 

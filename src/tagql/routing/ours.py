@@ -74,7 +74,7 @@ _TABLE_EVIDENCE = [FEATURES.index(n) for n in ("bm25", "dense", "knn_table", "va
 
 @dataclass
 class BuildConfig:
-    questions_per_table: int = 24  # synthetic questions per table (recall still rises at 24: bench/routing_synth.py)
+    questions_per_table: int = 24  # synthetic questions per table (recall still rises at 24: bench/routing/synth.py)
     train_share: float = 0.25  # held-out share used to fit the scorer
     knn: int = 40
     knn_temp: float = 0.05
@@ -104,7 +104,7 @@ class BuildConfig:
     # WordNet relations (routing/wordnet.py): a question word that is a synonym / hypernym of a schema word
     # (first wordnet_senses senses) adds that word at these weights; 0 senses = off. Chosen on 600 Spider
     # *train* questions with mined substitutions from the other half of the train databases
-    # (bench/routing_wordnet.py): DB R@1 plain 78.67 -> 79.00, Spider-Syn 69.83 -> 71.33; higher weights
+    # (bench/routing/wordnet.py): DB R@1 plain 78.67 -> 79.00, Spider-Syn 69.83 -> 71.33; higher weights
     # and hyponyms/sisters add noise (0.85/0.7: 77.50 / 68.33)
     wordnet_senses: int = 3
     wordnet_synonym: float = 0.4
@@ -132,7 +132,7 @@ class BuildConfig:
     tuned_steps: int = 0
     tuned_lr: float = 3e-5
     # re-order the best databases with the shipped gradient-boosted re-ranker (routing/rerank.py), fitted on
-    # Spider *train* questions and their Spider-Syn versions (bench/routing_rerank.py); query-time only
+    # Spider *train* questions and their Spider-Syn versions (bench/routing/rerank.py); query-time only
     rerank: bool = True
     seed: int = 0
 
@@ -683,7 +683,7 @@ class GraphRouter:
 
     def rerank_inputs(self, questions: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Per question: (the re-ranker's candidate databases, their feature matrix, the first-stage
-        database logits) -- what :meth:`route_many` re-ranks, and what ``bench/routing_rerank.py`` fits on."""
+        database logits) -- what :meth:`route_many` re-ranks, and what ``bench/routing/rerank.py`` fits on."""
         out = []
         for s in range(0, len(questions), 128):
             chunk = list(questions[s:s + 128])

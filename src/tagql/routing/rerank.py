@@ -6,7 +6,7 @@ synonyms, and how far to trust a soft match, a value hit or a neighbour vote the
 evidence and on how the candidates compare. The re-ranker learns that from **real questions of Spider's
 train split** (each plain question and its Spider-Syn version, routed against the 166 Spider databases
 with the synonyms mined from the *other* half of the train databases, so no question sees its own
-substitutions); ``bench/routing_rerank.py`` fits it and writes ``data/db_reranker.json``. Its features are
+substitutions); ``bench/routing/rerank.py`` fits it and writes ``data/db_reranker.json``. Its features are
 database-agnostic (scores, their gaps to the best candidate, ranks), so the shipped trees apply to any
 collection. It re-orders the router's ``TOP`` best databases; the others keep their order below them.
 """
@@ -68,7 +68,7 @@ class TreeEnsemble:
 
     def __init__(self, spec: dict[str, Any]) -> None:
         if tuple(spec["features"]) != FEATURES:
-            raise ValueError("the re-ranker file was fitted on other features; refit it: python bench/routing_rerank.py")
+            raise ValueError("the re-ranker file was fitted on other features; refit it: python -m bench.routing.rerank")
         self.baseline = float(spec["baseline"])
         self.trees = [{k: np.asarray(v) for k, v in t.items()} for t in spec["trees"]]
         self.meta = {k: v for k, v in spec.items() if k not in ("trees", "features", "baseline")}

@@ -3,7 +3,7 @@
 Why: a filter over hundreds of distinct values (750 hero names) costs one LM call each and runs into
 the per-question cap. Sentence embeddings rank values against the filter's predicate well (the
 value's vector against "a US state that borders Canada": ROC AUC 0.61-1.00 over the 8 hand-labelled
-criteria of ``bench/tag_judge.py``), but not well enough to replace the LM, so the LM labels a sample
+criteria of ``bench/tag/judge.py``), but not well enough to replace the LM, so the LM labels a sample
 and the proxy only decides where the sample leaves no doubt (LOTUS-style approximate filter, without
 its statistical guarantee):
 
@@ -16,7 +16,7 @@ its statistical guarantee):
   margin on each side); everything in between is judged by the LM;
 * a sample without a "yes" or without a "no" shows nothing about the proxy: every claim is judged.
 
-``bench/tag_cascade.py`` measures LM calls and accuracy with and without it.
+``bench/tag/cascade.py`` measures LM calls and accuracy with and without it.
 """
 
 from __future__ import annotations

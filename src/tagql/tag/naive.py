@@ -1,7 +1,7 @@
 """The naive baseline of the operator benchmarks: one unconstrained LM call per row, the whole prompt in
 one user message - no dedupe, cache, grammar, shared system prefix or batching (what
-:mod:`tagql.tag.operators` improves on). Used by ``bench/tag_operator_efficiency.py`` and
-``bench/tag_operator_lotus.py``.
+:mod:`tagql.tag.operators` improves on). Used by ``bench/tag/operator_efficiency.py`` and
+``bench/tag/operator_lotus.py``.
 """
 
 from __future__ import annotations

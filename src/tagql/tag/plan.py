@@ -608,7 +608,8 @@ class Planner:
                                            user(prompts.plan_repair_prompt(exc.one_line()))]
                 continue
             # a hybrid question whose plan does it all in SQL is kept: forcing an operator on such a plan
-            # made the 1.5B model add filters that judged nothing useful (bench/results/tag_accuracy_s12.json)
+            # made the 1.5B model add filters that judged nothing useful
+            # (bench/results/archive/tag_accuracy_s12.json)
             attempts.append({"plan": plan.to_dict(), "error": None,
                              **({"no_lm": True} if hybrid and not uses_language_model(plan) else {})})
             return plan, attempts

@@ -7,12 +7,12 @@ them. Within one filter the true inputs stand apart from the false ones by a gap
 goes into the widest gap between neighbouring inputs (in log-odds), when that gap is wide enough and lies
 where the model is unsure; otherwise it stays at 0.5.
 
-Measured with ``bench/tag_judge.py --criteria all`` (the rule's constants were chosen on its 8 dev
+Measured with ``bench/tag/judge.py --criteria all`` (the rule's constants were chosen on its 8 dev
 criteria; its 7 held-out criteria over world_1's regions and languages, labelled by world_1's columns,
 played no part): with value glosses, dev mean accuracy 0.842 -> 0.918, F1 0.527 -> 0.831, exact sets
 1 -> 4 of 8; held-out accuracy 0.932 either way, F1 0.643 -> 0.665, exact sets 4 -> 3 of 7 (North America
 gains a region, Asia loses one; bench/results/tag_judge_s22*.json). On the 141 countries of
-``bench/tag_operator_lotus.py`` the cut stays at 0.5 almost everywhere (no gap wide enough).
+``bench/tag/operator_lotus.py`` the cut stays at 0.5 almost everywhere (no gap wide enough).
 """
 
 from __future__ import annotations
