@@ -86,7 +86,7 @@ def test_other_bad_inputs_are_one_line(args: list[str], demo_db_path: Path, tmp_
 
 
 def _fresh_env(tmp_path: Path) -> dict[str, str]:
-    """An empty home; only the assembled model is reused (tests/test_model_pack.py covers assembly)."""
+    """An empty home; only the assembled model is reused (tests/llm/test_model_pack.py covers assembly)."""
     from tagql.config import load_settings
 
     home = tmp_path / "home"

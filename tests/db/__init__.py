@@ -1,0 +1,1 @@
+"""Tests of tagql.db: connections, introspection, safety checks, repairs, PostgreSQL."""
