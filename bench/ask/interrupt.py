@@ -11,8 +11,6 @@ status, whether stderr was the one line "interrupted") and writes JSON.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import signal
 import sqlite3
 import statistics
@@ -21,6 +19,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench import common
 
 RUNAWAY = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) SELECT COUNT(*) FROM c"
 
@@ -42,8 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--with-model", action="store_true", help="also interrupt the language model (slow)")
-    ap.add_argument("--out", default="bench/results/ask/interrupt.json")
+    ap.add_argument("--out", default=str(common.result_path("ask", "interrupt")))
     a = ap.parse_args(argv)
+    run = common.Run(__spec__, argv)
 
     db = Path(tempfile.mkdtemp(prefix="tagql_interrupt_")) / "t.sqlite"
     with sqlite3.connect(db) as con:
@@ -67,10 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         med = "-" if r["median_s"] is None else f"{r['median_s']:.3f}"
         mx = "-" if r["max_s"] is None else f"{r['max_s']:.3f}"
         print(f"{r['case']:<24} {med:>9} {mx:>7} {r['exit_130']:>5}/{a.trials:<3} {r['one_line']:>5}/{a.trials:<3}")
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"command": " ".join(sys.argv), "host": platform.node(), "python": platform.python_version(),
-                               "date": time.strftime("%Y-%m-%d %H:%M:%S"), "results": rows}, indent=1))
+    out = run.save(a.out, {"trials": a.trials, "results": rows})
     print(f"wrote {out}")
     return 0
 
