@@ -1,6 +1,6 @@
 """The sentence-embedding backends side by side (issue 31): speed and fidelity to MiniLM fp32.
 
-    nice -n 10 python bench/embed/backends.py [--texts 1000] [--single 100] [--distill-tokens 3000]
+    nice -n 10 python -m bench.embed.backends [--texts 1000] [--single 100] [--distill-tokens 3000]
 
 Per backend -- ``torch`` (MiniLM fp32, sentence-transformers on PyTorch's CPU wheel), ``onnx`` (MiniLM int8
 ONNX on ONNX Runtime, the default) and ``static`` (the static token table distilled from the onnx model,
@@ -13,7 +13,7 @@ the ``ours`` router is built per backend (and for the static table used as a sen
 first N Spider databases that have dev questions (``--questions-per-table``, seed 0) and scored on those
 databases' Spider and Spider-Syn dev questions (DB R@1 / R@5, table R@5), side by side.
 The full-size figures per backend come from their own benchmarks, run with ``--backend``:
-bench/knowledge_evidence_f1.py and bench/routing_spider.py. Writes ``bench/results/embed/backends.json``.
+bench/knowledge/evidence_f1.py and bench/routing/spider.py. Writes ``bench/results/embed/backends.json``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ import numpy as np
 
 from tagql.embeddings import make_embedder
 
-DATA = Path(os.environ.get("TAGQL_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
+from bench import common
+
+DATA = common.DATA
 OUT = Path(__file__).resolve().parents[1] / "results" / "embed" / "backends.json"
 VOCAB = 30522
 

@@ -1,6 +1,6 @@
 """Install size and time of the sentence-embedding backends (issue 31: one install for every feature).
 
-    nice -n 10 python bench/embed/install_size.py [--options torch,onnx,static] [--keep]
+    nice -n 10 python -m bench.embed.install_size [--options torch,onnx,static] [--keep]
 
 For each option, a fresh virtual environment under ``--root`` gets tagql's core dependencies (the
 baseline) and then the option's packages; the table shows the option's ``pip install`` wall time and

@@ -1,7 +1,7 @@
 """Runaway work (issue 35 item 2): each case in a fresh process under a statement timeout; how long until
 it stops, with what message, and the process's peak RSS (the row cap and value limits must bound memory).
 
-    python bench/security/runaway.py [--limit 2] [--dialects sqlite,duckdb,postgres] [--out FILE]
+    python -m bench.security.runaway [--limit 2] [--dialects sqlite,duckdb,postgres] [--out FILE]
 
 PostgreSQL needs TAGQL_TEST_POSTGRES_URL (a SELECT-only role, see docs/security.md).
 """

@@ -1,0 +1,1 @@
+"""Benchmarks of the safety limits: runaway queries per dialect (time to stop, memory)."""

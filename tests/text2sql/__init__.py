@@ -1,0 +1,1 @@
+"""Tests of tagql.text2sql: SQL synthesis from a question, answer generation."""
