@@ -4,7 +4,7 @@ The index keeps, per term, the documents that contain it and their precomputed t
 ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen))`` with
 ``idf = log(1 + (N - df + 0.5) / (df + 0.5))`` (never negative); a query costs one gather per distinct
 query term and one bincount, so it does not loop over documents; the index is built vectorised too.
-``bench/text_bm25.py`` measures it beside the ``bm25s`` package (the same scores up to the constant
+``bench/text/bm25.py`` measures it beside the ``bm25s`` package (the same scores up to the constant
 factor k1 + 1; ours builds and queries faster on our corpora, and only ours scores a weighted bag of
 terms), so ours stays.
 """

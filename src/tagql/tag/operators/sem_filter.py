@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from tagql.tag.operators.table import SemTable
 
 
-# Capitalised answers too: forcing lowercase pushed the 1.5B model towards "yes" (bench/tag_operator_lotus.py).
+# Capitalised answers too: forcing lowercase pushed the 1.5B model towards "yes" (bench/tag/operator_lotus.py).
 YES_NO_GRAMMAR: str = PROMPTS["yes_no_grammar"]
 # the grammar's replies, yes first (P(yes) = p[0] + p[1])
 YES_NO_CHOICES: list[str] = PROMPTS["yes_no_choices"]
@@ -74,7 +74,7 @@ class FilterEngine(EngineBase):
         if self.cascade == "off" or n < self.cascade_min_inputs:
             return False
         # split verdicts need every input's P(yes) (the cut over a proxy-chosen sample of 52 states said
-        # yes to 31 for "borders Canada", bench/results/tag_judge_s22.json): "on" acts as "auto" then
+        # yes to 31 for "borders Canada", bench/results/tag/judge_variants.json): "on" acts as "auto" then
         if self.cascade == "on" and self._yes_probs_fn() is None:
             return True
         calls_needed = -(-(n - n_known) // self.batch_size)

@@ -67,7 +67,7 @@ class MapEngine(EngineBase):
         "billion"}``: a bare number lets the 1.5B model switch units between rows (California 39.5,
         New York 1950, Virginia 800000: "in millions" for some states, people for others), and with a
         scale beside the value it writes either the full count or the value in millions and says which.
-        ``style="plain"`` is the bare JSON number (``bench/tag_numbers.py`` compares the two)."""
+        ``style="plain"`` is the bare JSON number (``bench/tag/lm_numbers.py`` compares the two)."""
         plain = style == "plain"
         sys_text = PROMPTS.render("number_system", instruction=instruction,
                                   reply=PROMPTS["number_reply_plain" if plain else "number_reply_scaled"])

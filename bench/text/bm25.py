@@ -8,13 +8,13 @@ Three parts, each backend in turn:
    knowledge repository (188 statements), a synthetic 20,000-statement one, Spider's 876 table
    documents and its 166 database documents; plus a weighted bag of terms (the router's soft matches),
    which ``bm25s`` has no call for: one ``get_scores`` per term, scaled.
-3. **Figures**: the knowledge evidence F1 (``bm25``, ``hybrid-static``; ``bench/knowledge_evidence_f1.py``)
-   and Spider routing (``bm25``, ``ours`` at query time on an existing index; ``bench/routing_spider.py``)
+3. **Figures**: the knowledge evidence F1 (``bm25``, ``hybrid-static``; ``bench/knowledge/evidence_f1.py``)
+   and Spider routing (``bm25``, ``ours`` at query time on an existing index; ``bench/routing/spider.py``)
    with the stage's BM25 swapped for each backend.
 
-    nice -n 10 python bench/text_bm25.py [--collection spider-ctl] [--no-figures] [--no-routing]
+    nice -n 10 python -m bench.text.bm25 [--collection spider-ctl] [--no-figures] [--no-routing]
 
-(needs ``pip install -e ".[bench]"`` for ``bm25s``). Prints tables; writes ``bench/results/text_bm25.json``.
+(needs ``pip install -e ".[bench]"`` for ``bm25s``). Prints tables; writes ``bench/results/text/bm25.json``.
 
 ``bm25s`` scores with Lucene's term weight ``idf * tf / (tf + k1 * (1 - b + b * len / avglen))`` and the
 same non-negative idf; the adapter multiplies by ``k1 + 1`` so both backends return the same numbers.
@@ -38,10 +38,10 @@ import numpy as np
 
 from tagql.text import BM25, terms
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))  # the stage benchmarks this one re-runs per backend
-DATA = Path(os.environ.get("TAGQL_SHARED_DATA") or ROOT.parent / "shared" / "data")
-OUT = ROOT / "bench" / "results" / "text_bm25.json"
+from bench import common
+
+DATA = common.DATA
+OUT = common.result_path("text", "bm25")
 
 
 class Bm25sIndex:
@@ -102,7 +102,7 @@ def knowledge_corpora() -> tuple[dict[str, tuple[list[list[str]], list[list[str]
     from tagql.knowledge.canon import tokens
     from tagql.knowledge.importer import load_set1, structured_or_raw
 
-    from knowledge_evidence_f1 import DBS, synthetic_repository
+    from bench.knowledge.evidence_f1 import DBS, synthetic_repository
 
     out = {}
     for db in DBS:
@@ -198,8 +198,8 @@ def main(argv: list[str] | None = None) -> None:
     results["speed"]["spider_dbs"] = timed(*spider["spider_dbs"], weighted=True)
 
     if not args.no_figures:
-        import knowledge_evidence_f1 as evidence_f1
-        import routing_spider
+        from bench.knowledge import evidence_f1
+        from bench.routing import spider as routing_spider
 
         tmp = args.out.parent / "bm25_parts"
         for name in BACKENDS:
@@ -237,8 +237,8 @@ def main(argv: list[str] | None = None) -> None:
         for m, sets in f.get("routing", {}).items():
             line += f"; {m} R@1 {sets['spider']['db_r@1']} / Syn {sets['spider_syn']['db_r@1']}"
         print(line)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    results["run"] = {"command": " ".join(["python", "bench/text_bm25.py", *map(shlex.quote, given)]),
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=common.REPO, capture_output=True, text=True).stdout
+    results["run"] = {"command": " ".join(["python", "-m", "bench.text.bm25", *map(shlex.quote, given)]),
                       "commit": commit.strip(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
                       "seconds": round(time.time() - started, 1), "load_avg": [round(x, 2) for x in os.getloadavg()],
                       "cpus": os.cpu_count()}
