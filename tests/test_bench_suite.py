@@ -21,9 +21,9 @@ from bench import common
 
 REPO = Path(__file__).resolve().parents[1]
 MODULES = sorted(m.name for m in pkgutil.walk_packages(bench.__path__, "bench."))
-STAGES = ("ask", "embed", "knowledge", "routing", "security", "tag", "text")
+STAGES = ("ask", "embed", "knowledge", "routing", "security", "service", "tag", "text")
 # run by path with the LOTUS venv's python by bench.tag.operator_lotus, not a benchmark of its own
-HELPERS = {"bench.tag.operator_lotus_worker"}
+HELPERS = {"bench.tag.operator_lotus_worker", "bench.service.scripted_server"}
 
 
 @pytest.mark.parametrize("name", MODULES)

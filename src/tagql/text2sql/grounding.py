@@ -30,7 +30,7 @@ Two mistakes of small text-to-SQL models that return a confident wrong answer ra
    question whose name and description share at least two more words with the question.
 
 All rewrite the tree in place and return one note per change (the pipeline reports them). Measured by
-replaying recorded SQL on the train/dev questions of bench/data/bird_ask_split.json (docs/benchmarks.md).
+replaying recorded SQL on the train/dev questions of bench/ask/data/bird_ask_split.json (docs/benchmarks.md).
 """
 
 from __future__ import annotations

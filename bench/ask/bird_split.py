@@ -1,26 +1,26 @@
 """The fixed train / dev / test split of the 432 BIRD dev questions that `bench/ask.py` runs
-(student_club, superhero, toxicology), made once and committed as bench/data/bird_ask_split.json.
+(student_club, superhero, toxicology), made once and committed as bench/ask/data/bird_ask_split.json.
 
 Fixes to SQL synthesis (prompts, repair rules) are designed on train and dev questions only; test
 is reported beside dev and never read question by question. Stratified by database: for each
 database its questions (bird/dev.json order) are shuffled with random.Random(SEED) and cut 50 / 25 / 25.
 
-    python bench/bird_split.py            # rewrites the file (identical output: the seed is fixed)
-    python bench/bird_split.py --check    # exits 1 if the committed file differs from a fresh split
+    python -m bench.ask.bird_split            # rewrites the file (identical output: the seed is fixed)
+    python -m bench.ask.bird_split --check    # exits 1 if the committed file differs from a fresh split
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("TAGQL_SHARED_DATA", ROOT.parent / "shared" / "data"))
-OUT = ROOT / "bench" / "data" / "bird_ask_split.json"
+from bench import common
+
+DATA = common.DATA
+OUT = common.BENCH / "ask" / "data" / "bird_ask_split.json"
 DBS = ["student_club", "superhero", "toxicology"]
 SEED = 31
 

@@ -8,10 +8,10 @@ them, and both results are compared with the gold rows (BIRD execution match, as
 Records without SQL (every try failed) stay wrong; retries the model would make after a repair are
 not replayed, so this measures the repairs, not a new run.
 
-Splits: bench/data/bird_ask_split.json (bench/bird_split.py). Tune on train/dev; test is reported beside.
+Splits: bench/ask/data/bird_ask_split.json (bench/ask/bird_split.py). Tune on train/dev; test is reported beside.
 
-    python bench/ask_replay.py --records bench/results/ask_s9.json
-    python bench/ask_replay.py --records /tmp/run.json --out bench/results/ask_replay_s9.json
+    python -m bench.ask.replay --records bench/results/ask/bird.json
+    python -m bench.ask.replay --records /tmp/run.json --out /tmp/replay.json
 
 Prints a table and writes JSON (per split x condition: n, EX as recorded, EX replayed without and
 with the grounding repairs, and the question ids that changed on train/dev).
@@ -21,24 +21,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from bird_split import load_split
-
 from tagql.db import open_database
 from tagql.errors import TagqlError
 from tagql.text2sql.query import prepare_sql
 
-DATA = Path(os.environ.get("TAGQL_SHARED_DATA", ROOT.parent / "shared" / "data"))
+from bench import common
+from bench.ask.bird_split import load_split
+
+DATA = common.DATA
 
 
 def rows_match(pred: list, gold: list) -> bool:
@@ -60,7 +55,7 @@ def replay(record: dict, gold: dict, db, *, grounding: bool) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", required=True, help="a bench/ask.py output (JSON with 'records')")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "ask_replay.json"))
+    ap.add_argument("--out", default=str(common.result_path("ask", "replay")))
     args = ap.parse_args()
     split = load_split()
     gold = {q["question_id"]: q for q in json.loads((DATA / "bird" / "dev.json").read_text())}

@@ -2,7 +2,7 @@
 counts, filters on example values the question never names, foreign keys output in place of what they
 stand for, joins nothing reads. Each case checks the rewrite and the rows it returns.
 
-Questions are the issue-31 ones (not BIRD's) or from the train/dev part of bench/data/bird_ask_split.json."""
+Questions are the issue-31 ones (not BIRD's) or from the train/dev part of bench/ask/data/bird_ask_split.json."""
 
 from __future__ import annotations
 
