@@ -175,3 +175,19 @@ def test_ctrl_c_while_tagql_is_still_importing_is_one_line() -> None:
         return
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert err.strip().splitlines() == ["interrupted"]
+
+
+def test_the_cli_imports_only_the_public_api_and_printing_helpers() -> None:
+    """Interfaces are thin shells: the CLI reaches tagql through tagql.api (and the service it launches)."""
+    import ast
+
+    import tagql.cli
+
+    allowed = ("tagql.api", "tagql.models", "tagql.errors", "tagql.config", "tagql.cli", "tagql.service")
+    for path in Path(tagql.cli.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tagql"):
+                assert node.module.startswith(allowed), f"{path.name} imports {node.module}"
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert not alias.name.startswith("tagql.") or alias.name.startswith(allowed), path.name
