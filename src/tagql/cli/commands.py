@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -54,16 +55,8 @@ def open_session(
 
 def load_model(session: Session, method: str, quiet: bool) -> None:
     """Load the model now, with a spinner, so that the question's own work is what follows."""
-    with err_console.status("loading the language model...", spinner="dots") if not quiet else _Null():
+    with err_console.status("loading the language model...", spinner="dots") if not quiet else nullcontext():
         session.llm(method)
-
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def ask_command(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -75,7 +76,7 @@ def add(
         if llm is not None:
             check_choice("llm backend", llm, ("local", "openai"))
         kb, database = open_knowledge_base(db, store=store, db_id=db_id, create=True)
-        with err.status("structuring with the language model...") if not (structured or as_json) else _quiet():
+        with err.status("structuring with the language model...") if not (structured or as_json) else nullcontext():
             added = add_statements(kb, items, structured=structured, approved=approved, author=author, llm=llm,
                                    database=database)
         for s in added:
@@ -201,14 +202,6 @@ def check(db: DbOpt = None, db_id: DbIdOpt = None, store: StoreOpt = None,
             out.print(f"#{st.id} {escape(st.structured)}: {now}{was}", highlight=False, soft_wrap=True)
         err.print(f"{len(live)} statement(s) checked against the {against}, {len(changed)} reason(s) changed; "
                   f"{held} approved statement(s) held back from prompts until fixed")
-
-
-class _quiet:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _show(s: Any, as_json: bool = False) -> None:
