@@ -36,6 +36,7 @@ replaying recorded SQL on the train/dev questions of bench/ask/data/bird_ask_spl
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -168,12 +169,7 @@ def repair_invented_filters(tree: exp.Expression, schema: Schema, question: str,
     text = f"{question}\n{statements}"
     stems = _stems(text)
     notes: list[str] = []
-    for select in list(tree.find_all(exp.Select)):
-        where = select.args.get("where")
-        tables = _tables(select, schema)
-        if where is None or not tables:
-            continue
-        conjuncts = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+    for _, where, tables, conjuncts in _filtered_selects(tree, schema):
         keep, dropped = [], []
         for cond in conjuncts:
             col, lit = _column_equals_string(cond)
@@ -189,6 +185,18 @@ def repair_invented_filters(tree: exp.Expression, schema: Schema, question: str,
         where.set("this", exp.and_(*[c.copy() for c in keep]))
         notes += dropped
     return notes
+
+
+def _filtered_selects(
+    tree: exp.Expression, schema: Schema,
+) -> Iterator[tuple[exp.Select, exp.Where, dict[str, Table], list[exp.Expression]]]:
+    """Each SELECT with a WHERE over known tables: (select, where, its tables, the WHERE's AND-ed conditions)."""
+    for select in list(tree.find_all(exp.Select)):
+        where = select.args.get("where")
+        tables = _tables(select, schema)
+        if where is None or not tables:
+            continue
+        yield select, where, tables, list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
 
 
 def _column_equals_string(cond: exp.Expression) -> tuple[exp.Column | None, str | None]:
@@ -380,12 +388,7 @@ def repair_value_by_join(tree: exp.Expression, db: Database, *, timeout_s: float
 
     notes: list[str] = []
     schema = db.schema
-    for select in list(tree.find_all(exp.Select)):
-        where = select.args.get("where")
-        tables = _tables(select, schema)
-        if where is None or not tables:
-            continue
-        conjuncts = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+    for select, _, tables, conjuncts in _filtered_selects(tree, schema):
         for cond in conjuncts:
             col, lit = _column_equals_string(cond)
             owner = _owner(col, tables) if col is not None else None
