@@ -55,3 +55,15 @@ async def test_propose_review_then_retrieved(make_app: Callable[..., Any]) -> No
         assert [s["text"] for s in after["statements"]] == ["tall heroes"]
         approved = (await c.get("/v1/databases/superhero/statements?status=approved", headers=as_expert)).json()
         assert [s["text"] for s in approved["statements"]] == ["tall heroes"]
+
+
+async def test_search_statements_over_rest(client: httpx.AsyncClient) -> None:
+    kb = client.app.state.service.registry.get("superhero").knowledge_base(create=True)
+    kb.add("tall heroes", "superhero.height_cm > 200", status="approved")
+    kb.add("heavy heroes", "superhero.weight_kg > 100", status="proposed")  # not approved: never returned
+    r = (await client.get("/v1/databases/superhero/statements/search",
+                          params={"question": "Which tall heroes are heavy?", "k": 3})).json()
+    assert r["ok"] and [s["text"] for s in r["statements"]] == ["tall heroes"]
+    assert r["statements"][0]["score"] > 0
+    bad = await client.get("/v1/databases/superhero/statements/search", params={"question": "x", "k": 0})
+    assert bad.status_code == 400

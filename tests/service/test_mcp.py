@@ -32,7 +32,7 @@ async def test_tools_in_process(demo_db_path: Path) -> None:
                         llm=ScriptedLLM(sql_then_answer()))
     async with Client(build_server(settings, registry)) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(tools) == {"list_databases", "describe_schema", "run_sql", "route", "ask"}
+        assert set(tools) == {"list_databases", "describe_schema", "run_sql", "route", "ask", "search_knowledge"}
         assert "at most 10000 rows" in tools["run_sql"].description
         listed = payload(await client.call_tool("list_databases", {}))
         assert [d["name"] for d in listed["databases"]] == ["heroes"]

@@ -7,6 +7,7 @@ queue, everything else in a worker thread) and serialises the API's own models. 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import io
 import json
@@ -22,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 import tagql
 from tagql.api import NoConfidentRoute, Session, UsageError
@@ -33,6 +35,7 @@ from tagql.service.core import (
     AskTimeout,
     Forbidden,
     Job,
+    KnowledgeSearch,
     Principal,
     QueueFull,
     Registry,
@@ -110,6 +113,7 @@ class Service:
         self.registry = registry
         self.store = store
         self.queue = AskQueue(self.limits.queue_size, self.limits.workers)
+        self.search = KnowledgeSearch(registry)
         self.open = False  # set by create_app from the bound address
         self._auth_cache: dict[str, tuple[float, Any]] = {}
         self.auth_cache_s = AUTH_CACHE_S
@@ -235,11 +239,19 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
     registry = registry or Registry(settings, databases=conf.databases, collections=conf.collections, llm=llm)
     service = Service(settings, registry, store)
     service.open = is_loopback(host)
+    mcp_endpoint, mcp_run = _mcp(service, host)
 
-    app = FastAPI(title="tagql", version=tagql.__version__,
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with mcp_run():  # the MCP transport's task group lives as long as the server
+            yield
+
+    app = FastAPI(title="tagql", version=tagql.__version__, lifespan=lifespan,
                   description="Questions over registered databases: text-to-SQL, TAG methods, routing. "
-                              "Errors are {ok: false, error, status}. See docs/service.md.")
+                              "Errors are {ok: false, error, status}. MCP (streamable HTTP) at /mcp. "
+                              "See docs/service.md.")
     app.state.service = service
+    app.router.routes.append(Route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"]))
 
     @app.exception_handler(tagql.TagqlError)
     async def tagql_error(_request: Request, exc: tagql.TagqlError) -> JSONResponse:
@@ -427,6 +439,16 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
         listed = kb.list(status) if kb is not None else []
         return {"ok": True, "statements": [st.to_dict() for st in listed]}
 
+    @app.get("/v1/databases/{name}/statements/search",
+             summary="The approved statements that best match a question, with scores (what the SQL prompt gets)")
+    async def statements_search(name: str, question: str, _who: Reader, k: int = 3,
+                                database: str | None = None) -> dict[str, Any]:
+        service.check_question(question)
+        if not 1 <= k <= 20:
+            raise UsageError("k must be between 1 and 20")
+        found = await anyio.to_thread.run_sync(service.search.search, name, question, k, database)
+        return {"ok": True, "statements": found}
+
     @app.post("/v1/databases/{name}/statements", summary="Propose a domain statement (expert)")
     async def statement_add(name: str, body: StatementRequest,
                             who: Annotated[Principal, role("expert")]) -> dict[str, Any]:
@@ -488,6 +510,25 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
         return {"ok": True}
 
     return app
+
+
+def _mcp(service: Service, host: str) -> tuple[Any, Any]:
+    """The MCP tools over streamable HTTP: the same registry, model queue and tokens as the REST routes."""
+    from tagql.service.mcp import build_server, http_endpoint
+
+    server = build_server(service.settings, service.registry, queue=service.queue, search=service.search)
+
+    async def check(scope: dict, receive: Any, send: Any) -> Principal | None:
+        try:
+            who = service.principal(Request(scope))
+            if not who.may("reader"):
+                raise Forbidden(f"the role '{who.role}' may not do this", "it needs 'reader' or above")
+        except tagql.TagqlError as exc:
+            await error_response(exc, service.limits.retry_after_s)(scope, receive, send)
+            return None
+        return who
+
+    return http_endpoint(server, host=host, check=check)
 
 
 def _picker(name: str) -> Any:

@@ -12,7 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from tagql.api import NoConfidentRoute, Session, UsageError, connect
+from tagql.api import NoConfidentRoute, Session, UsageError, connect, default_knowledge_method
 from tagql.config import Settings
 from tagql.db.connection import open_database
 from tagql.errors import (
@@ -155,6 +155,34 @@ class Registry:
         return out
 
 
+class KnowledgeSearch:
+    """Domain statements for a question, straight from a registered database's knowledge base (the public
+    API's ``Session.knowledge_base``): the approved statements the SQL prompt would get, with their scores.
+    One live retriever per database (it follows later adds and reviews)."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self._retrievers: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def search(self, name: str, question: str, k: int = 3, database: str | None = None) -> list[dict[str, Any]]:
+        """``name``: a registered database (or a collection, with ``database`` one of its databases)."""
+        from tagql.models import Statement
+
+        session = self.registry.get(name)
+        db = session.database(database if session.is_collection else None).name
+        with self._lock:  # a retriever refreshes its index in place: one question at a time
+            retriever = self._retrievers.get((name, db))
+            if retriever is None:
+                kb = session.knowledge_base(database if session.is_collection else None)
+                if kb is None:
+                    return []
+                retriever = kb.retriever(session.knowledge_method or default_knowledge_method())
+                self._retrievers[(name, db)] = retriever
+            found = retriever.retrieve(question, k)
+        return [Statement.of(s).model_dump() | {"rendered": s.render()} for s in found]
+
+
 class Job:
     """One queued question: a cancel flag the worker checks at every stage event."""
 
@@ -183,8 +211,8 @@ class AskQueue:
     def pending(self) -> int:
         return self._pending
 
-    def submit(self, fn: Callable[[], Any]) -> tuple[Future, int]:
-        """Queue ``fn``; returns its future and how many were ahead of it."""
+    def submit(self, fn: Callable[[], Any], owner: str = "") -> tuple[Future, int]:
+        """Queue ``fn`` for ``owner`` (a token's name); returns its future and how many were ahead of it."""
         with self._lock:
             if self._pending >= self.size:
                 raise QueueFull(f"{self._pending} questions are queued for the model", "retry later")
