@@ -15,15 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 _PUBLIC = {
     "connect": "tagql.api", "Session": "tagql.api", "NoConfidentRoute": "tagql.api", "UsageError": "tagql.api",
+    "Conversation": "tagql.api", "Turn": "tagql.text2sql.context", "Example": "tagql.models",
     "TagqlError": "tagql.errors",
     "Answer": "tagql.models", "Attempt": "tagql.models", "Plan": "tagql.models", "RouteCandidate": "tagql.models",
     "SqlResult": "tagql.models", "Statement": "tagql.models",
 }
 
 if TYPE_CHECKING:
-    from tagql.api import NoConfidentRoute, Session, UsageError, connect
+    from tagql.api import Conversation, NoConfidentRoute, Session, UsageError, connect
     from tagql.errors import TagqlError
-    from tagql.models import Answer, Attempt, Plan, RouteCandidate, SqlResult, Statement
+    from tagql.models import Answer, Attempt, Example, Plan, RouteCandidate, SqlResult, Statement
+    from tagql.text2sql.context import Turn
 
 
 def __getattr__(name: str) -> Any:
@@ -32,6 +34,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tagql' has no attribute {name!r}")
 
 
-__all__ = ["Answer", "Attempt", "NoConfidentRoute", "Plan", "RouteCandidate", "Session", "SqlResult", "Statement",
-           "TagqlError", "UsageError", "connect"]
+__all__ = ["Answer", "Attempt", "Conversation", "Example", "NoConfidentRoute", "Plan", "RouteCandidate", "Session",
+           "SqlResult", "Statement", "TagqlError", "Turn", "UsageError", "connect"]
 __version__ = "0.1.0"

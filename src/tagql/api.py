@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,14 @@ EventHandler = Callable[[str, dict[str, Any]], None]
 
 Chooser = Callable[[list[RouteCandidate]], RouteCandidate]
 """Human in the loop for collections: given the candidate schemas, best first, return the one to use."""
+
+ExampleSource = Mapping[str, Iterable[Any]] | Iterable[Any] | Callable[[str], Iterable[Any]]
+"""Verified question -> SQL examples: per database name (a mapping, or a function called before each
+question, e.g. one reading the service's state store), or one list for a single-database session. Each
+example is a ``(question, sql)`` pair, a mapping with those keys, or an object with those attributes."""
+
+MAX_TURNS = 3
+"""Earlier turns a follow-up is written with (the last ones): enough for "and for X?" chains, few tokens."""
 
 
 class UsageError(TagqlError):
@@ -80,6 +88,7 @@ class Session:
         knowledge_method: str | None = None, route_method: str = "ours",
         progress: Callable[[int, int], None] | None = None, embedder: Embedder | None = None,
         step_progress: Progress | None = None, models: dict[str, LLM] | None = None,
+        examples: ExampleSource | None = None,
     ) -> None:
         self.settings = settings
         self._embedder = embedder
@@ -97,6 +106,12 @@ class Session:
         self._router: Any = None
         self._prepared: dict[tuple[str, str], str] = {}  # (database, query) -> checked SQL, for repeated queries
         self._lock = threading.Lock()
+        self._example_source: ExampleSource | None = None
+        self._example_indexes: dict[str, Any] = {}  # database -> ExampleIndex, rebuilt when its pairs change
+        self.example_k = 3
+        self._example_embedder: Embedder | None = None
+        if examples is not None:
+            self.use_examples(examples)
 
     # -- what is here --------------------------------------------------------------------------------
 
@@ -170,19 +185,32 @@ class Session:
 
     def ask(
         self, question: str, *, method: str = "sql", k: int | None = None, choose: Chooser | None = None,
-        force: bool = False, on_event: EventHandler | None = None,
+        force: bool = False, on_event: EventHandler | None = None, history: Sequence[Any] | None = None,
     ) -> Answer:
         """Answer ``question``: route (collections), retrieve up to ``k`` domain statements, write SQL,
         run it read-only, answer from the rows; ``method`` picks a TAG method instead (``docs/tag.md``).
-        ``choose`` picks among routed candidates; ``force`` answers from the best guess when routing is unsure."""
+        ``choose`` picks among routed candidates; ``force`` answers from the best guess when routing is unsure.
+
+        ``history`` makes the question a follow-up ("and for DC Comics?"): the earlier turns, oldest first,
+        as :class:`Answer` objects, :class:`tagql.Turn` or mappings with ``question``, ``sql`` and
+        optionally ``answer``; the last :data:`MAX_TURNS` are shown to the SQL prompt. On a collection a
+        follow-up stays on the database of the last turn that names one (no routing).
+        :meth:`conversation` keeps the history for you. Verified examples (:meth:`use_examples`) of the
+        answering database go into the SQL prompt too."""
         self.check_options(method=method, k=k, choose=choose, force=force)
         emit = on_event or (lambda name, data: None)
         question = clean_question(question)
+        turns, history_db = self._turns(history)
+        if turns and method != "sql":
+            raise UsageError("a follow-up (history) is answered with method 'sql' only",
+                             f"ask it without history, or with method 'sql' instead of '{method}'")
         t0 = time.perf_counter()
         routing: list[RouteCandidate] = []
         notes: list[str] = []
         tables: list[str] | None = None
-        if self.is_collection:
+        if self.is_collection and turns and history_db in self.databases() and choose is None:
+            name = history_db  # a follow-up stays where the conversation is
+        elif self.is_collection:
             routing, chosen, note = self._route_for_ask(question, choose, force)
             emit("routed", {"candidates": [c.model_dump() for c in routing], "chosen": chosen.model_dump()})
             name, tables = chosen.database, chosen.tables
@@ -193,7 +221,7 @@ class Session:
         route_s = time.perf_counter() - t0
         pipeline = self._pipeline(name, method, tables, k)
         if method == "sql":
-            answer = pipeline.ask(question, k=k, on_event=emit)
+            answer = pipeline.ask(question, k=k, on_event=emit, history=turns)
         else:
             answer = self._answer_with_method(pipeline, question, method, emit)
         answer.method = method
@@ -256,6 +284,65 @@ class Session:
         else:
             self._retrievers.pop(database, None)
 
+    # -- conversations and verified examples ---------------------------------------------------------
+
+    def conversation(self) -> Conversation:
+        """A conversation on this session: each :meth:`Conversation.ask` after the first is a follow-up of
+        the earlier ones ("and for DC Comics?")."""
+        return Conversation(self)
+
+    def use_examples(self, examples: ExampleSource | None, *, k: int = 3, embedder: Embedder | None = None) -> None:
+        """Verified question -> SQL pairs to show the SQL prompt: the ``k`` most similar to each question
+        (BM25 over their questions; with ``embedder`` fused with its embedding ranking). ``examples`` is a
+        mapping of database name to pairs, a function of the database name called before each question (so
+        pairs added since are used at once), or a list of pairs for a one-database session; None stops
+        using them."""
+        if k < 0:
+            raise UsageError("k must be 0 or more")
+        if examples is not None and not callable(examples) and not isinstance(examples, Mapping):
+            if self.is_collection:
+                raise UsageError("a collection needs its examples per database",
+                                 "pass a mapping of database name to pairs, or a function of the name")
+            examples = {self.name: list(examples)}
+        with self._lock:
+            self._example_source, self.example_k, self._example_embedder = examples, k, embedder
+            self._example_indexes.clear()
+
+    def examples_for(self, database: str | None = None) -> Any:
+        """The :class:`~tagql.text2sql.context.ExampleIndex` of a database's verified examples (None: it has
+        none), rebuilt only when its pairs changed."""
+        from tagql.text2sql.context import ExampleIndex
+
+        name = self.database(database).name
+        source = self._example_source
+        if source is None:
+            return None
+        pairs = list(source(name) if callable(source) else source.get(name, []))  # type: ignore[union-attr]
+        if not pairs:
+            return None
+        index = ExampleIndex(pairs, embedder=self._example_embedder)
+        with self._lock:
+            cached = self._example_indexes.get(name)
+            if cached is not None and cached.key == index.key:
+                return cached  # keeps its computed embeddings
+            self._example_indexes[name] = index
+        return index
+
+    def _turns(self, history: Sequence[Any] | None) -> tuple[tuple[Any, ...], str | None]:
+        """The last :data:`MAX_TURNS` turns of ``history`` and the database of the last one that names one."""
+        from tagql.text2sql.context import Turn
+
+        if not history:
+            return (), None
+        try:
+            turns = tuple(Turn.of(t) for t in history)
+        except ValueError as exc:
+            raise UsageError(str(exc), "give each turn its question and SQL") from None
+        database = next((str(d) for t in reversed(history)
+                         if (d := (t.get("database") if isinstance(t, Mapping) else getattr(t, "database", None)))),
+                        None)
+        return turns[-MAX_TURNS:], database
+
     # -- internals -----------------------------------------------------------------------------------
 
     def _settings_for(self, method: str) -> Settings:
@@ -277,7 +364,8 @@ class Session:
         subset = db.schema.subset(tables) if tables else None
         return TagQL(db, self.llm(method), settings=self._settings_for(method), knowledge=self._retriever(name),
                      knowledge_k=k, prompt_schema=subset if subset and subset.tables else None,
-                     embedder=self._embedder)
+                     embedder=self._embedder, examples=self.examples_for(db.name) if method == "sql" else None,
+                     example_k=self.example_k)
 
     def _route_for_ask(self, question: str, choose: Chooser | None,
                        force: bool) -> tuple[list[RouteCandidate], RouteCandidate, str | None]:
@@ -310,6 +398,21 @@ class Session:
         return answer
 
 
+class Conversation:
+    """Questions asked one after another on a session, each later one a follow-up of the earlier ones
+    (create with :meth:`Session.conversation`). ``answers`` holds every answer, oldest first."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.answers: list[Answer] = []
+
+    def ask(self, question: str, **options: Any) -> Answer:
+        """:meth:`Session.ask` with this conversation's earlier answers as ``history``; the answer joins it."""
+        answer = self.session.ask(question, history=self.answers[-MAX_TURNS:] or None, **options)
+        self.answers.append(answer)
+        return answer
+
+
 def connect(
     db: str | Path | Database | None = None,
     llm: str | LLM | None = None,
@@ -324,6 +427,7 @@ def connect(
     embedder: Embedder | None = None,
     step_progress: Progress | None = None,
     models: dict[str, LLM] | None = None,
+    examples: ExampleSource | None = None,
 ) -> Session:
     """Open ``db`` (a SQLite/DuckDB path or a SQLAlchemy URL) or ``collection`` (a name built with
     ``tagql route index``) with ``llm`` (``"local"``, ``"openai"``, an :class:`~tagql.llm.LLM`, or None for
@@ -334,8 +438,9 @@ def connect(
     assembly on first use; ``step_progress(stage, done, total)`` other long first-use steps (distilling the
     static token embeddings). ``embedder`` defaults to :func:`tagql.embeddings.make_embedder` (loaded when
     first needed). ``models`` is a cache of loaded models (by model name) that several sessions may share,
-    so a server with many databases loads each model once. The database is opened and its schema read now,
-    so a bad path fails here."""
+    so a server with many databases loads each model once. ``examples`` are verified question -> SQL pairs
+    shown to the SQL prompt (see :meth:`Session.use_examples`). The database is opened and its schema read
+    now, so a bad path fails here."""
     settings = settings or load_settings()
     if (db is None) == (collection is None):
         raise UsageError("give a database or a collection", "e.g. --db PATH_OR_URL or --collection NAME")
@@ -354,13 +459,13 @@ def connect(
         collection.require_nonempty()
         return Session(settings=settings, collection=collection, llm=llm, knowledge_method=knowledge_method,
                        route_method=route_method, progress=progress, embedder=embedder, step_progress=step_progress,
-                       models=models)
+                       models=models, examples=examples)
     database = db if isinstance(db, Database) else open_database(db, settings=settings.db,
                                                                    descriptions_dir=descriptions)
     _ = database.schema  # fail now on a database that cannot be read
     return Session(settings=settings, database=database, llm=llm, knowledge=knowledge,
                    knowledge_method=knowledge_method, route_method=route_method, progress=progress,
-                   embedder=embedder, step_progress=step_progress, models=models)
+                   embedder=embedder, step_progress=step_progress, models=models, examples=examples)
 
 
 # -- domain knowledge: the stores experts write and reviewers approve ------------------------------------
@@ -550,7 +655,7 @@ def prepare_model(name: str | None = None, *, settings: Settings | None = None,
 
 
 __all__ = [
-    "ROUTE_METHODS", "STATEMENT_STATUSES", "KnowledgeBase", "KnowledgeStoreError", "NoConfidentRoute", "Session",
+    "MAX_TURNS", "ROUTE_METHODS", "STATEMENT_STATUSES", "Conversation", "KnowledgeBase", "KnowledgeStoreError", "NoConfidentRoute", "Session",
     "UsageError", "add_statements", "check_choice", "connect", "default_knowledge_method", "demo_database",
     "exemplars_from_json", "import_paper_statements", "index_collection", "knowledge_methods",
     "open_knowledge_base", "prepare_model", "route_note", "statement_holds_back",

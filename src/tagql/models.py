@@ -67,6 +67,13 @@ class SqlResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+class Example(BaseModel):
+    """A verified question -> SQL pair of a database, shown to the SQL prompt as a few-shot example."""
+
+    question: str
+    sql: str
+
+
 class Answer(BaseModel):
     """Everything one question produced."""
 
@@ -88,6 +95,8 @@ class Answer(BaseModel):
     model: str = ""  # the language model that answered
     plan: Plan | None = None  # --method tag
     operator_stats: dict[str, Any] = Field(default_factory=dict)
+    examples: list[Example] = Field(default_factory=list)  # verified examples the SQL prompt showed
+    context_turns: int = 0  # earlier turns of the conversation the SQL prompt showed (a follow-up: > 0)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form every interface prints."""

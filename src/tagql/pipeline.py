@@ -5,7 +5,7 @@ the one public path every interface uses."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,9 @@ from tagql.knowledge import Retriever, ScoredStatement
 from tagql.knowledge.instantiate import for_question
 from tagql.llm import make_llm
 from tagql.llm.base import LLM
-from tagql.models import Answer, Attempt, Statement
+from tagql.models import Answer, Attempt, Example, Statement
 from tagql.text2sql.answer import generate_answer, json_value, result_values
+from tagql.text2sql.context import ExampleIndex, Turn, follow_up_text
 from tagql.text2sql.query import QuerySynthesizer
 
 
@@ -37,8 +38,11 @@ class TagQL:
     def __init__(
         self, db: Database, llm: LLM, *, settings: Settings | None = None, knowledge: Retriever | None = None,
         knowledge_k: int | None = None, prompt_schema: Schema | None = None, embedder: Embedder | None = None,
+        examples: ExampleIndex | None = None, example_k: int = 3,
     ) -> None:
         self.db = db
+        self.examples = examples  # verified question -> SQL pairs of this database (few-shot, most similar)
+        self.example_k = example_k
         self.llm = llm
         self.settings = settings or load_settings()
         self._embedder = embedder
@@ -85,24 +89,31 @@ class TagQL:
         return statements
 
     def ask(self, question: str, *, k: int | None = None,
-            on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Answer:
-        """SQL for ``question`` (with up to ``k`` domain statements), run read-only, answered from its rows.
+            on_event: Callable[[str, dict[str, Any]], None] | None = None, history: Sequence[Turn] = ()) -> Answer:
+        """SQL for ``question`` (with up to ``k`` domain statements and the most similar verified examples),
+        run read-only, answered from its rows. ``history`` (earlier turns, oldest first) makes it a
+        follow-up: the SQL prompt shows them and the question is read together with them.
         ``on_event(name, data)`` hears each stage as it ends: ``statements``, ``sql``, ``rows``."""
         emit = on_event or (lambda name, data: None)
         question = clean_question(question)
+        history = tuple(history)
+        # retrieval and the answer read a follow-up together with the question it follows
+        about = follow_up_text(question, history[-1:]) if history else question
         t_start = time.perf_counter()
         before = self.llm.usage.snapshot()
         t0 = time.perf_counter()
-        statements = self.statements_for(question, k)
+        statements = self.statements_for(about, k)
+        examples = self.examples.similar(about, self.example_k) if self.examples is not None else []
         t_retrieve = time.perf_counter() - t0
         emit("statements", {"statements": [Statement.of(s).model_dump() for s in statements]})
-        outcome = self.synthesizer.run(question, statements)
+        outcome = self.synthesizer.run(question, statements, examples=examples, history=history)
         result = outcome.result
         rows = [[json_value(v) for v in r] for r in result.rows]
         emit("sql", {"sql": outcome.sql})
         emit("rows", {"columns": result.columns, "rows": rows, "truncated": result.truncated})
         t1 = time.perf_counter()
-        text = generate_answer(question, result, self.llm, self.settings.answer)
+        said = f"{history[-1].question} Follow-up: {question}" if history else question
+        text = generate_answer(said, result, self.llm, self.settings.answer)
         t_answer = time.perf_counter() - t1
         return Answer(
             question=question,
@@ -125,6 +136,8 @@ class TagQL:
             notes=list(result.notes),
             truncated=result.truncated,
             model=str(getattr(self.llm, "name", "")),
+            examples=[Example(question=e.question, sql=e.sql) for e in examples],
+            context_turns=len(history),
         )
 
 

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from tagql.service.core import ServiceError
-from tagql.service.state import ROLES, StateStore, TokenError
+from tagql.service.state import MIGRATIONS, ROLES, SCHEMA_VERSION, StateStore, TokenError
 
 pytestmark = pytest.mark.anyio
 
@@ -103,11 +103,12 @@ def test_tokens_and_versioned_schema(tmp_path: Path) -> None:
     with store.engine.connect() as conn:
         assert conn.execute(sa.text("PRAGMA journal_mode")).scalar() == "wal"
         assert [tuple(r) for r in conn.execute(sa.text("SELECT version, description FROM schema_version"))] == [
-            (1, "tokens, answers, feedback, verified examples"), (2, "review history of knowledge statements")]
+            (1, "tokens, answers, feedback, verified examples"), (2, "review history of knowledge statements"),
+            *[(v, d) for v, d, _ in MIGRATIONS[2:]]]
     assert StateStore(url).migrate() == []  # reopening applies nothing
     with store.engine.begin() as conn:
         conn.execute(sa.text("INSERT INTO schema_version VALUES (99, 'from the future', 'now')"))
     from tagql.service.state import StateError
 
-    with pytest.raises(StateError, match="schema version 99, this tagql knows up to 2"):
+    with pytest.raises(StateError, match=f"schema version 99, this tagql knows up to {SCHEMA_VERSION}"):
         StateStore(url)

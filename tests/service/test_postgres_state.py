@@ -10,7 +10,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from tagql.service.state import StateStore
+from tagql.service.state import SCHEMA_VERSION, StateStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -30,7 +30,7 @@ def state_url(postgres_owner_url: str) -> str:
 
 async def test_two_replicas_share_state(make_app: Callable[..., Any], state_url: str) -> None:
     first, second = StateStore(state_url), StateStore(state_url)  # one engine each, as two processes
-    assert first.version() == second.version() == 2 and second.migrate() == []
+    assert first.version() == second.version() == SCHEMA_VERSION and second.migrate() == []
     token = first.create_token("ana", "reader")
     a = make_app(store=first, host="0.0.0.0")
     b = make_app(store=second, host="0.0.0.0")  # starts on a public address: the token is in the shared state

@@ -13,6 +13,7 @@ import io
 import json
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Annotated, Any, Literal
@@ -63,6 +64,8 @@ class AskRequest(BaseModel):
     k: int | None = Field(None, description="domain statements retrieved for the prompt")
     pick: str | None = Field(None, description="collections: answer on this database of the candidates")
     force: bool = Field(False, description="collections: answer from the best guess even when unsure")
+    conversation_id: str | None = Field(None, max_length=64, description="continue this conversation: the "
+                                        "question is a follow-up of its earlier turns (every answer returns one)")
 
 
 class SqlRequest(BaseModel):
@@ -237,6 +240,8 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
         raise ServiceError(f"refusing to serve on {host} without tokens",
                            "create one with: tagql token create NAME --role admin (or bind to 127.0.0.1)")
     registry = registry or Registry(settings, databases=conf.databases, collections=conf.collections, llm=llm)
+    for session in registry.sessions.values():  # verified examples reach the SQL prompt, read at each question
+        session.use_examples(lambda name: latest_examples(store.verified_examples(name)))
     service = Service(settings, registry, store)
     service.open = is_loopback(host)
     mcp_endpoint, mcp_run = _mcp(service, host)
@@ -343,6 +348,11 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
             if not session.is_collection:
                 raise UsageError("pick applies to collections only")
             choose = _picker(body.pick)
+        history: list[dict[str, Any]] = []
+        conversation_id = uuid.uuid4().hex
+        if body.conversation_id is not None:
+            conversation_id = body.conversation_id
+            history = await anyio.to_thread.run_sync(_conversation, service, conversation_id, who, target)
         job = Job()
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
@@ -356,7 +366,7 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
         def work() -> Any:
             job.check()  # cancelled while queued
             return session.ask(body.question, method=body.method, k=body.k, choose=choose, force=body.force,
-                               on_event=on_event)
+                               on_event=on_event, history=history or None)
 
         try:
             fut, ahead = service.queue.submit(work)
@@ -367,7 +377,8 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
         def finish(answer: Any) -> dict[str, Any]:
             payload = answer.to_dict()
             answer_id = service.store.save_answer(payload, target=target, token_name=who.name)
-            return {"ok": True, "id": answer_id, **payload}
+            service.store.add_turn(conversation_id, answer_id, who.name)
+            return {"ok": True, "id": answer_id, "conversation_id": conversation_id, **payload}
 
         if not stream:
             try:
@@ -389,6 +400,12 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
         return StreamingResponse(_events(fut, job, events, ahead, finish, conf.ask_timeout_s),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    @app.get("/v1/conversations/{conversation_id}", summary="A conversation's answers, oldest first")
+    def conversation_get(conversation_id: str, who: Reader) -> dict[str, Any]:
+        turns = _conversation(service, conversation_id, who, None)
+        return {"ok": True, "conversation_id": conversation_id,
+                "answers": [{k: v for k, v in t.items() if k != "token_name"} for t in turns]}
 
     @app.get("/v1/answers/{answer_id}.csv", summary="An answer's rows as CSV")
     def answer_csv(answer_id: str, _who: Reader) -> StreamingResponse:
@@ -539,6 +556,30 @@ def _picker(name: str) -> Any:
         raise UsageError(f"'{name}' is not among the routed candidates",
                          f"pick one of: {', '.join(c.database for c in candidates)}")
     return choose
+
+
+def latest_examples(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The verified examples to prompt with: per question (up to case) only its latest SQL, so a correction
+    replaces what was confirmed before."""
+    latest: dict[str, dict[str, Any]] = {}
+    for row in rows:  # oldest first
+        key = " ".join(str(row["question"]).lower().split())
+        latest.pop(key, None)
+        latest[key] = row
+    return list(latest.values())
+
+
+def _conversation(service: Service, conversation_id: str, who: Principal, target: str | None) -> list[dict[str, Any]]:
+    """The turns of a conversation the caller holds (another caller's is as unknown as a made-up id); with
+    ``target``, the follow-up must name the same database or collection."""
+    turns = service.store.conversation(conversation_id)
+    if not turns or turns[0]["token_name"] != who.name:
+        raise UnknownName(f"no conversation '{conversation_id}' on this server",
+                          "leave conversation_id out to start one (every answer returns its conversation_id)")
+    if target is not None and turns[-1]["target"] != target:
+        raise UsageError(f"conversation '{conversation_id}' is on '{turns[-1]['target']}', not '{target}'",
+                         "ask the follow-up on the same database or collection, or start a new conversation")
+    return turns
 
 
 def _stored(service: Service, answer_id: str) -> dict[str, Any]:

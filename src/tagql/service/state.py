@@ -1,4 +1,5 @@
-"""The service's state store: answers, feedback, verified examples and token hashes in one database.
+"""The service's state store: answers, conversations, feedback, verified examples and token hashes in one
+database.
 
 SQLite (WAL) by default, PostgreSQL (or any SQLAlchemy URL) via ``service.state_url`` so several replicas
 share one state. The schema is versioned: ``schema_version`` holds one row per applied migration, a newer
@@ -94,6 +95,14 @@ reviews = sa.Table(
     sa.Column("token_name", sa.String(200)),
     sa.Column("created_at", sa.Text, nullable=False),
 )
+conversation_turns = sa.Table(
+    "conversation_turns", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("conversation_id", sa.String(32), nullable=False, index=True),
+    sa.Column("answer_id", sa.String(32), sa.ForeignKey("answers.id"), nullable=False),
+    sa.Column("token_name", sa.String(200)),  # who holds the conversation (only they may continue it)
+    sa.Column("created_at", sa.Text, nullable=False),
+)
 
 
 def _create(*tables: sa.Table) -> Callable[[sa.Connection], None]:
@@ -106,6 +115,7 @@ def _create(*tables: sa.Table) -> Callable[[sa.Connection], None]:
 MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     (1, "tokens, answers, feedback, verified examples", _create(tokens, answers, feedback, verified_examples)),
     (2, "review history of knowledge statements", _create(reviews)),
+    (3, "conversations: the answers of each thread, in order", _create(conversation_turns)),
 ]
 """(version, what it does, how). Append; never edit an applied one."""
 
@@ -238,6 +248,26 @@ class StateStore:
             return None
         return {**json.loads(row["body"]), "id": row["id"], "target": row["target"],
                 "created_at": row["created_at"]}
+
+    def add_turn(self, conversation_id: str, answer_id: str, token_name: str | None) -> None:
+        """Append an answer to a conversation (the first turn starts it)."""
+        with self.engine.begin() as conn:
+            conn.execute(conversation_turns.insert().values(conversation_id=conversation_id, answer_id=answer_id,
+                                                            token_name=token_name, created_at=_now()))
+
+    def conversation(self, conversation_id: str) -> list[dict[str, Any]] | None:
+        """The turns of a conversation, oldest first: each stored answer (question, database, sql, answer,
+        ...) with its ``id``, ``target`` and the ``token_name`` that asked; None for an unknown id."""
+        query = (sa.select(answers.c.id, answers.c.target, answers.c.body, conversation_turns.c.token_name)
+                 .join(answers, answers.c.id == conversation_turns.c.answer_id)
+                 .where(conversation_turns.c.conversation_id == conversation_id)
+                 .order_by(conversation_turns.c.id))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        if not rows:
+            return None
+        return [{**json.loads(r["body"]), "id": r["id"], "target": r["target"], "token_name": r["token_name"]}
+                for r in rows]
 
     def add_feedback(self, answer_id: str, *, correct: bool, sql: str | None, note: str | None,
                      token_name: str | None, verified: tuple[str, str, str] | None) -> dict[str, Any]:

@@ -5,10 +5,12 @@ prefix across both calls and across questions on one database."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from tagql.knowledge import ScoredStatement
 from tagql.templates import load_templates
+from tagql.text2sql.context import Example, Turn
 
 TEMPLATES = load_templates("tagql.text2sql")
 
@@ -35,6 +37,7 @@ StatementStyle = Literal["external", "paper"]
 
 def sql_user_prompt(
     question: str, statements: list[ScoredStatement], *, style: StatementStyle = "external", dialect: str = "sqlite",
+    examples: Sequence[Example] = (), history: Sequence[Turn] = (),
 ) -> str:
     """The question, preceded by its domain statements (each rendered "'text' refers to sql").
 
@@ -42,8 +45,24 @@ def sql_user_prompt(
     layout Qwen2.5-Coder answers best with: on 90 BIRD IN questions it lifted execution accuracy with
     retrieved statements from 48.9 to 56.7 % and with the gold statements from 55.6 to 60.0 %
     (docs/benchmarks.md). ``paper`` is the domain-knowledge paper's wording. Without statements both
-    are the same prompt."""
+    are the same prompt.
+
+    ``examples`` (verified question -> SQL pairs, most similar last) come first as few-shot pairs;
+    ``history`` (the conversation's earlier turns, oldest first) comes right before the question with
+    the instruction to resolve a follow-up against the last SQL. Without either, the prompt is the plain
+    one, byte for byte (its cached prefix and every measured figure stay valid)."""
     parts = []
+    if examples:
+        parts.append(TEMPLATES["examples_header"])
+        parts.extend(TEMPLATES.render("example", question=e.question, sql=_one_line(e.sql)) for e in examples)
+        parts.append("")
+    if history:
+        parts.append(TEMPLATES["history_header"])
+        for turn in history:
+            parts.append(TEMPLATES.render("history_turn", question=turn.question, sql=_one_line(turn.sql) or "-"))
+            if turn.answer:
+                parts.append(TEMPLATES.render("history_answer", answer=_one_line(turn.answer)[:300]))
+        parts.append(TEMPLATES["follow_up_instruction"])
     if statements and style == "external":
         parts.append(TEMPLATES.render("external_knowledge", statements="; ".join(s.render() for s in statements)))
         parts.append(TEMPLATES.render("external_instruction", dialect=dialect_name(dialect)))
@@ -53,6 +72,10 @@ def sql_user_prompt(
         parts.append(TEMPLATES.render("paper_statements", statements=listed))
     parts.append(TEMPLATES["sql_cue"])
     return "\n".join(parts)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def repair_prompt(error: str, dialect: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import sqlglot
@@ -31,6 +32,7 @@ from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout
 from tagql.knowledge import ScoredStatement
 from tagql.llm.base import LLM, Message, system, user
 from tagql.text2sql import prompts
+from tagql.text2sql.context import Example, Turn, follow_up_text
 from tagql.text2sql.grounding import (
     repair_aggregated_column,
     repair_counted_table,
@@ -216,28 +218,37 @@ class QuerySynthesizer:
         schema = self.prompt_schema or self.db.schema
         return system(prompts.system_prompt(self.db.name, schema.to_prompt(), self.db.dialect))
 
-    def run(self, question: str, statements: list[ScoredStatement] | None = None) -> QueryOutcome:
+    def run(self, question: str, statements: list[ScoredStatement] | None = None, *,
+            examples: Sequence[Example] = (), history: Sequence[Turn] = ()) -> QueryOutcome:
+        """SQL for ``question`` with its domain ``statements``, verified ``examples`` (few-shot pairs, most
+        similar last) and, for a follow-up, the conversation's earlier turns (``history``, oldest first)."""
         attempts: list[Attempt] = []
         clock = [0.0, 0.0]  # LLM seconds, execution seconds, over every try
+        context = (tuple(examples), tuple(history))
         try:
-            return self._write_and_run(question, statements or [], attempts, self.retries, clock)
+            return self._write_and_run(question, statements or [], attempts, self.retries, clock, context)
         except (LLMOutputError, InvalidQuery, UnsafeQuery, QueryFailed):
             if not (statements and self.fallback_without_statements):
                 raise
-        outcome = self._write_and_run(question, [], attempts, 0, clock)
+        outcome = self._write_and_run(question, [], attempts, 0, clock, context)
         outcome.used_statements = False
         outcome.result.notes.append(
             "the queries written with the domain statements failed; this one was written from the question alone")
         return outcome
 
     def _write_and_run(self, question: str, statements: list[ScoredStatement], attempts: list[Attempt],
-                       retries: int, clock: list[float]) -> QueryOutcome:
+                       retries: int, clock: list[float],
+                       context: tuple[tuple[Example, ...], tuple[Turn, ...]] = ((), ())) -> QueryOutcome:
         """One prompt, then up to ``retries`` repairs with the error message; appends to ``attempts``
         and adds the LLM and execution seconds to ``clock``."""
+        examples, history = context
         messages = [
             self.system_message(),
-            user(prompts.sql_user_prompt(question, statements, style=self.statement_style, dialect=self.db.dialect)),
+            user(prompts.sql_user_prompt(question, statements, style=self.statement_style, dialect=self.db.dialect,
+                                         examples=examples, history=history)),
         ]
+        # the repairs that read the question read the whole conversation (a follow-up leaves out what it keeps)
+        asked = follow_up_text(question, history) if history else question
         last_error: TagqlError | None = None
         for _ in range(retries + 1):
             t0 = time.perf_counter()
@@ -247,7 +258,7 @@ class QuerySynthesizer:
             try:
                 raw_sql = extract_sql(reply.text)
                 repairs: list[str] = []
-                sql = prepare_sql(raw_sql, self.db, repairs=repairs, question=question,
+                sql = prepare_sql(raw_sql, self.db, repairs=repairs, question=asked,
                                   statements="\n".join(s.render() for s in statements))
                 t1 = time.perf_counter()
                 try:
