@@ -49,6 +49,7 @@ from tagql.service.core import (
 )
 from tagql.service.metrics import Metrics, MetricsMiddleware
 from tagql.service.state import ROLES, StateStore, default_state_url, hash_token
+from tagql.service.ui import mount_ui
 from tagql.text2sql.answer import json_value
 
 log = logging.getLogger("tagql.service")
@@ -376,6 +377,8 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
 
         def finish(answer: Any) -> dict[str, Any]:
             payload = answer.to_dict()
+            if body.pick is not None:
+                payload["picked"] = body.pick  # the user's choice among routed candidates, kept to be counted
             answer_id = service.store.save_answer(payload, target=target, token_name=who.name)
             service.store.add_turn(conversation_id, answer_id, who.name)
             return {"ok": True, "id": answer_id, "conversation_id": conversation_id, **payload}
@@ -526,6 +529,7 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
         service._auth_cache.clear()
         return {"ok": True}
 
+    mount_ui(app, Reader)  # the web UI at / (docs/ui.md) and POST /v1/chart
     return app
 
 

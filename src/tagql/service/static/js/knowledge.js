@@ -1,0 +1,163 @@
+// The knowledge page: a database's statements with their review state and data check, adding one (expert),
+// the review queue (reviewer: approve / reject / edit with a note), the verified examples, and the
+// unresolved-expressions queue when the server has it.
+
+import { ApiError, api, h, showError } from "./api.js";
+
+const dbSelect = document.getElementById("kb-db");
+const statusSelect = document.getElementById("kb-status");
+const pageError = document.getElementById("page-error");
+const tbody = document.querySelector("#statements tbody");
+const examplesBody = document.querySelector("#examples tbody");
+const count = document.getElementById("st-count");
+const unresolvedSection = document.getElementById("unresolved-section");
+const unresolvedList = document.getElementById("unresolved");
+let unresolvedPath = null; // the path template of the unresolved-expressions queue, if the server has one
+
+function db() {
+  return encodeURIComponent(dbSelect.value);
+}
+
+function guard(e) {
+  if (!(e instanceof ApiError && e.status === 401)) showError(pageError, e.message);
+}
+
+async function loadDatabases() {
+  try {
+    const { databases } = await api("GET", "/v1/databases");
+    const names = databases.filter((d) => d.kind === "database").map((d) => d.name);
+    dbSelect.replaceChildren(...names.map((n) => h("option", { value: n }, n)));
+    const wanted = new URLSearchParams(location.search).get("database") || sessionStorage.getItem("tagql-target");
+    if (wanted && names.includes(wanted)) dbSelect.value = wanted;
+    await findUnresolved();
+    await refresh();
+  } catch (e) {
+    guard(e);
+  }
+}
+
+async function findUnresolved() {
+  // the queue is newer than this page: use it when the server's OpenAPI lists it
+  try {
+    const res = await fetch("/openapi.json");
+    const paths = Object.keys((await res.json()).paths || {});
+    unresolvedPath = paths.find((p) => p.includes("unresolved") && p.includes("{name}")) || null;
+  } catch {
+    unresolvedPath = null;
+  }
+}
+
+async function refresh() {
+  showError(pageError, "");
+  if (!dbSelect.value) return;
+  await Promise.all([loadStatements(), loadExamples(), loadUnresolved()]);
+}
+
+function reviewCell(st) {
+  const id = `note-${st.id}`;
+  const note = h("input", { id, placeholder: "note (why)", "aria-label": `Review note for statement ${st.id}` });
+  const status = h("span", { class: "hint", "aria-live": "polite" });
+  const act = async (action, extra) => {
+    try {
+      await api("POST", `/v1/databases/${db()}/statements/${st.id}/review`, { action, note: note.value || null, ...extra });
+      await loadStatements();
+    } catch (e) {
+      status.textContent = e.message;
+    }
+  };
+  const edit = () => {
+    const text = h("input", { value: st.text, "aria-label": `Phrase of statement ${st.id}` });
+    const sql = h("input", { value: st.sql, class: "mono", "aria-label": `SQL of statement ${st.id}` });
+    const box = h("div", { class: "review" }, text, sql,
+      h("div", { class: "btns" },
+        h("button", { type: "button", class: "small", onclick: () => act("edit", { text: text.value, sql: sql.value }) }, "Save edit"),
+        h("button", { type: "button", class: "secondary small", onclick: () => loadStatements() }, "Cancel")));
+    cell.replaceChildren(box, note, status);
+    text.focus();
+  };
+  const cell = h("div", { class: "review" }, note, h("div", { class: "btns" },
+    st.status !== "approved" ? h("button", { type: "button", class: "good small", onclick: () => act("approve") }, "Approve") : null,
+    st.status !== "rejected" ? h("button", { type: "button", class: "bad small", onclick: () => act("reject") }, "Reject") : null,
+    h("button", { type: "button", class: "secondary small", onclick: edit }, "Edit")), status);
+  return cell;
+}
+
+async function loadStatements() {
+  try {
+    const q = statusSelect.value ? `?status=${encodeURIComponent(statusSelect.value)}` : "";
+    const { statements } = await api("GET", `/v1/databases/${db()}/statements${q}`);
+    count.textContent = `(${statements.length})`;
+    tbody.replaceChildren(...statements.map((st) => h("tr", { "data-id": st.id },
+      h("td", {}, String(st.id)),
+      h("td", {}, st.text, st.nl ? h("div", { class: "hint" }, st.nl) : null),
+      h("td", {}, h("code", {}, st.sql)),
+      h("td", {}, h("span", { class: `status-${st.status}` }, st.status)),
+      h("td", {}, st.reason || "✓ matches the schema and data"),
+      h("td", {}, st.author || ""),
+      h("td", {}, reviewCell(st)))));
+    if (!statements.length) tbody.append(h("tr", {}, h("td", { colspan: 7, class: "hint" }, "No statements yet.")));
+  } catch (e) {
+    guard(e);
+  }
+}
+
+async function loadExamples() {
+  try {
+    const { examples } = await api("GET", `/v1/databases/${db()}/examples`);
+    examplesBody.replaceChildren(...examples.map((ex) => h("tr", {},
+      h("td", {}, ex.question), h("td", {}, h("code", {}, ex.sql)))));
+    if (!examples.length) examplesBody.append(h("tr", {}, h("td", { colspan: 2, class: "hint" }, "None yet: say an answer was correct, or correct its SQL, on the Ask page.")));
+  } catch (e) {
+    guard(e);
+  }
+}
+
+async function loadUnresolved() {
+  unresolvedSection.hidden = !unresolvedPath;
+  if (!unresolvedPath) return;
+  try {
+    const data = await api("GET", unresolvedPath.replace("{name}", db()));
+    const items = data.unresolved || data.expressions || data.items || [];
+    unresolvedList.replaceChildren(...items.map((it) => {
+      const phrase = it.phrase || it.expression || it.text || "";
+      const questions = it.questions || [];
+      return h("li", {},
+        h("strong", {}, phrase), " ", h("span", { class: "hint" }, `${it.count ?? questions.length} question${(it.count ?? questions.length) === 1 ? "" : "s"}`),
+        h("ul", {}, questions.slice(0, 5).map((q) => h("li", {}, typeof q === "string" ? q : q.question || ""))),
+        h("button", {
+          type: "button", class: "secondary small",
+          onclick: () => {
+            document.getElementById("add-text").value = phrase;
+            document.getElementById("add-sql").focus();
+          },
+        }, "Write a statement for this"));
+    }));
+    if (!items.length) unresolvedList.append(h("li", { class: "hint" }, "Nothing unresolved."));
+  } catch (e) {
+    unresolvedList.replaceChildren(h("li", { class: "hint" }, e.message));
+  }
+}
+
+document.getElementById("add").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const status = document.getElementById("add-status");
+  const body = {
+    text: document.getElementById("add-text").value.trim(),
+    sql: document.getElementById("add-sql").value.trim(),
+    nl: document.getElementById("add-nl").value.trim(),
+  };
+  try {
+    const { statement } = await api("POST", `/v1/databases/${db()}/statements`, body);
+    status.className = "ok-msg";
+    status.textContent = `Proposed as #${statement.id}${statement.reason ? ` — data check: ${statement.reason}` : ""}. A reviewer approves it below.`;
+    e.target.reset();
+    await loadStatements();
+  } catch (err) {
+    status.className = "hint";
+    status.textContent = err.message;
+  }
+});
+
+dbSelect.addEventListener("change", refresh);
+statusSelect.addEventListener("change", loadStatements);
+loadDatabases();

@@ -1,0 +1,68 @@
+"""The web UI at ``/`` (docs/ui.md): server-rendered Jinja2 pages (autoescaped) plus small plain ES modules
+under ``/ui/static``; every bit of data the pages show comes from the public REST API, called by the browser
+with the user's token. The pages themselves carry no data, so they need no token.
+
+Also the one endpoint the UI added to the API: ``POST /v1/chart`` (the chart choice of
+:mod:`tagql.service.charts` for a result's columns and rows)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, get_args
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel, Field
+
+import tagql
+from tagql.api import UsageError
+from tagql.service.charts import ChartError, chart
+
+HERE = Path(__file__).resolve().parent
+STATIC = HERE / "static"
+TEMPLATES = HERE / "templates"
+MAX_CHART_ROWS = 5000
+
+
+class ChartRequest(BaseModel):
+    columns: list[str] = Field(description="the result's column names")
+    rows: list[list[Any]] = Field(description=f"its rows (or a sample of them, at most {MAX_CHART_ROWS})")
+    mark: str | None = Field(None, description="bar | line | point | none (default: proposed from the types)")
+    x: str | None = Field(None, description="the column on x (default: proposed)")
+    y: str | None = Field(None, description="the column on y (default: proposed)")
+
+
+def mount_ui(app: FastAPI, reader: Any) -> None:
+    """Add the pages, their static files and ``POST /v1/chart`` (``reader``: the route dependency that
+    checks the caller may read) to ``app``."""
+    check_reader = get_args(reader)[1]  # the Depends(...) of Annotated[Principal, Depends(...)]
+    templates = Jinja2Templates(directory=str(TEMPLATES))  # autoescape on for .html
+    app.mount("/ui/static", StaticFiles(directory=str(STATIC)), name="ui-static")
+
+    def page(request: Request, name: str, title: str) -> HTMLResponse:
+        response = templates.TemplateResponse(request, name, {"title": title, "version": tagql.__version__,
+                                                              "page": name.removesuffix(".html")})
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        return response
+
+    @app.get("/", include_in_schema=False, response_class=HTMLResponse)
+    def ask_page(request: Request) -> HTMLResponse:
+        return page(request, "ask.html", "Ask")
+
+    @app.get("/knowledge", include_in_schema=False, response_class=HTMLResponse)
+    def knowledge_page(request: Request) -> HTMLResponse:
+        return page(request, "knowledge.html", "Knowledge")
+
+    @app.post("/v1/chart", summary="The proposed Vega-Lite chart for a result (bar, line, scatter or none)")
+    def chart_for(body: ChartRequest, _who: Any = check_reader) -> dict[str, Any]:
+        if len(body.rows) > MAX_CHART_ROWS:
+            raise UsageError(f"{len(body.rows)} rows were sent, the limit is {MAX_CHART_ROWS}",
+                             "send a sample of the rows")
+        try:
+            return {"ok": True, **chart(body.columns, body.rows, mark=body.mark, x=body.x, y=body.y)}
+        except ChartError as exc:
+            raise UsageError(str(exc)) from None
