@@ -103,6 +103,16 @@ async def test_mcp_needs_a_token_when_tokens_exist(make_app: Callable[..., Any],
             assert r.status_code == 200 and r.json()["result"]["serverInfo"]["name"] == "tagql"
 
 
+def _chain(exc: BaseException) -> str:
+    """The messages of an exception, its causes and (exception groups) its members."""
+    parts = [f"{type(exc).__name__}: {exc}"]
+    for sub in getattr(exc, "exceptions", ()):
+        parts.append(_chain(sub))
+    if exc.__cause__ is not None:
+        parts.append(_chain(exc.__cause__))
+    return " | ".join(parts)
+
+
 def test_mcp_over_real_uvicorn(tmp_path: Path, demo_db_path: Path) -> None:
     import anyio
 
@@ -155,8 +165,9 @@ def test_mcp_over_real_uvicorn(tmp_path: Path, demo_db_path: Path) -> None:
         else:
             raise AssertionError("the server did not come up")
         anyio.run(talk)
-        with pytest.raises(BaseException):  # no token: the client's initialize gets 401 (see the log below)
+        with pytest.raises(BaseException) as refused:  # noqa: B017 - no token: initialize gets 401
             anyio.run(anonymous)
+        assert "MCPError: Server returned an error response" in _chain(refused.value)
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=20)

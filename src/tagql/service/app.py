@@ -50,6 +50,7 @@ from tagql.service.core import (
 from tagql.service.metrics import Metrics, MetricsMiddleware
 from tagql.service.state import ROLES, StateStore, default_state_url, hash_token
 from tagql.service.ui import mount_ui
+from tagql.service.unresolved import UnresolvedQueue
 from tagql.text2sql.answer import json_value
 
 log = logging.getLogger("tagql.service")
@@ -99,6 +100,10 @@ class ReviewRequest(BaseModel):
     sql: str | None = Field(None, description="edit: the new SQL part")
 
 
+class DismissRequest(BaseModel):
+    phrase: str = Field(min_length=1, max_length=400, description="the phrase (or its key) to take off the queue")
+
+
 class FeedbackRequest(BaseModel):
     correct: bool = Field(description="was the answer right?")
     sql: str | None = Field(None, description="the right SQL, when the answer was wrong")
@@ -118,6 +123,7 @@ class Service:
         self.store = store
         self.queue = AskQueue(self.limits.queue_size, self.limits.workers)
         self.search = KnowledgeSearch(registry)
+        self.unresolved = UnresolvedQueue(registry, self.search, store)
         self.open = False  # set by create_app from the bound address
         self._auth_cache: dict[str, tuple[float, Any]] = {}
         self.auth_cache_s = AUTH_CACHE_S
@@ -359,8 +365,12 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
         events: asyncio.Queue = asyncio.Queue()
         stream = "text/event-stream" in request.headers.get("accept", "")
 
+        routed: dict[str, str] = {}
+
         def on_event(name: str, data: dict[str, Any]) -> None:
             job.check()
+            if name == "routed":
+                routed["database"] = data["chosen"]["database"]
             if stream and name != "done":
                 loop.call_soon_threadsafe(events.put_nowait, (name, data))
 
@@ -370,7 +380,7 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
                                on_event=on_event, history=history or None)
 
         try:
-            fut, ahead = service.queue.submit(work)
+            fut, ahead = service.queue.submit(work, owner=who.name)
         except QueueFull:
             metrics.asks.labels("429").inc()
             raise
@@ -381,7 +391,20 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
                 payload["picked"] = body.pick  # the user's choice among routed candidates, kept to be counted
             answer_id = service.store.save_answer(payload, target=target, token_name=who.name)
             service.store.add_turn(conversation_id, answer_id, who.name)
+            if not answer.rows and body.method == "sql":
+                service.unresolved.record(target=target, database=answer.database, question=answer.question,
+                                          outcome="empty", answer_id=answer_id, token_name=who.name)
             return {"ok": True, "id": answer_id, "conversation_id": conversation_id, **payload}
+
+        def failed(f: Any) -> None:  # in the worker thread, when the question could not be answered
+            exc = None if f.cancelled() else f.exception()
+            routed_ok = not session.is_collection or "database" in routed
+            if exc is not None and http_status(exc) in (422, 502) and body.method == "sql" and routed_ok:
+                service.unresolved.record(target=target, database=routed.get("database"), question=body.question,
+                                          outcome="failed", error=error_body(exc, http_status(exc))["error"],
+                                          token_name=who.name)
+
+        fut.add_done_callback(failed)
 
         if not stream:
             try:
@@ -446,6 +469,10 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
         ids = await anyio.to_thread.run_sync(
             lambda: service.store.add_feedback(answer_id, correct=body.correct, sql=body.sql, note=body.note,
                                                token_name=who.name, verified=verified))
+        if not body.correct and answer.get("method", "sql") == "sql":
+            await anyio.to_thread.run_sync(lambda: service.unresolved.record(
+                target=answer["target"], database=answer["database"], question=answer["question"],
+                outcome="wrong", error=body.note, answer_id=answer_id, token_name=who.name))
         return {"ok": True, **ids}
 
     # -- knowledge (expert adds, reviewer approves) ---------------------------------------------------
@@ -509,6 +536,32 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
             return {"statement": st.to_dict(), "history": service.store.reviews(name, sid)}
 
         return {"ok": True, **await anyio.to_thread.run_sync(review)}
+
+    @app.get("/v1/databases/{name}/unresolved",
+             summary="Domain phrases no statement matched, from failed, empty or wrong answers: what to write next "
+                     "(expert)")
+    async def unresolved_list(name: str, _who: Annotated[Principal, role("expert")], database: str | None = None,
+                              limit: int = 50, questions: int = 10, resolved: bool = False) -> dict[str, Any]:
+        if not (1 <= limit <= 500 and 1 <= questions <= 100):
+            raise UsageError("limit must be 1-500 and questions 1-100")
+        session = service.registry.get(name)
+        if session.is_collection and database is None:
+            raise UsageError("name one of the collection's databases", "add ?database=NAME")
+        phrases = await anyio.to_thread.run_sync(lambda: service.unresolved.listing(
+            name, database, limit=limit, questions=questions, include_resolved=resolved))
+        return {"ok": True, "database": database or name, "phrases": phrases}
+
+    @app.post("/v1/databases/{name}/unresolved/dismiss", summary="Take a phrase off the unresolved queue (expert)")
+    async def unresolved_dismiss(name: str, body: DismissRequest, _who: Annotated[Principal, role("expert")],
+                                 database: str | None = None) -> dict[str, Any]:
+        from tagql.text.phrases import phrase_key
+
+        session = service.registry.get(name)
+        db = session.database(database if session.is_collection else None).name
+        n = await anyio.to_thread.run_sync(service.store.dismiss_unresolved, db, phrase_key(body.phrase))
+        if not n:
+            raise UnknownName(f"'{body.phrase}' is not on the unresolved queue of '{db}'")
+        return {"ok": True, "dismissed": n}
 
     # -- tokens (admin) -----------------------------------------------------------------------------
 
@@ -621,7 +674,7 @@ async def _events(fut: Any, job: Job, events: asyncio.Queue, ahead: int, finish:
                 continue
             try:
                 answer = fut.result()
-            except BaseException as exc:  # noqa: BLE001 - every failure becomes an error event
+            except BaseException as exc:
                 if not isinstance(exc, tagql.TagqlError):
                     log.error("ask failed", exc_info=exc)
                 yield _sse("error", error_body(exc, http_status(exc)))

@@ -165,8 +165,10 @@ class KnowledgeSearch:
         self._retrievers: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
 
-    def search(self, name: str, question: str, k: int = 3, database: str | None = None) -> list[dict[str, Any]]:
-        """``name``: a registered database (or a collection, with ``database`` one of its databases)."""
+    def search(self, name: str, question: str, k: int | None = 3,
+               database: str | None = None) -> list[dict[str, Any]]:
+        """``name``: a registered database (or a collection, with ``database`` one of its databases).
+        ``k`` None: K left to the retriever (its score floor applies): exactly what the SQL prompt gets."""
         from tagql.models import Statement
 
         session = self.registry.get(name)

@@ -103,6 +103,21 @@ conversation_turns = sa.Table(
     sa.Column("token_name", sa.String(200)),  # who holds the conversation (only they may continue it)
     sa.Column("created_at", sa.Text, nullable=False),
 )
+unresolved = sa.Table(
+    "unresolved", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("target", sa.String(200), nullable=False),  # the registered database or collection asked
+    sa.Column("database", sa.String(200), nullable=False, index=True),  # the database that answered
+    sa.Column("phrase", sa.String(400), nullable=False),  # as asked, lower-cased: "tall heroes"
+    sa.Column("phrase_key", sa.String(400), nullable=False, index=True),  # stemmed: "tall hero"
+    sa.Column("question", sa.Text, nullable=False),
+    sa.Column("outcome", sa.String(20), nullable=False),  # failed, empty, wrong
+    sa.Column("error", sa.Text),
+    sa.Column("answer_id", sa.String(32)),
+    sa.Column("token_name", sa.String(200)),
+    sa.Column("created_at", sa.Text, nullable=False),
+    sa.Column("dismissed", sa.Boolean, nullable=False, default=False),
+)
 
 
 def _create(*tables: sa.Table) -> Callable[[sa.Connection], None]:
@@ -116,6 +131,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     (1, "tokens, answers, feedback, verified examples", _create(tokens, answers, feedback, verified_examples)),
     (2, "review history of knowledge statements", _create(reviews)),
     (3, "conversations: the answers of each thread, in order", _create(conversation_turns)),
+    (4, "unresolved expressions: domain phrases no statement matched, from failed, empty or wrong answers",
+     _create(unresolved)),
 ]
 """(version, what it does, how). Append; never edit an applied one."""
 
@@ -311,6 +328,29 @@ class StateStore:
             query = query.where(reviews.c.statement_id == statement_id)
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
+
+    # -- unresolved expressions ---------------------------------------------------------------------
+
+    def add_unresolved(self, rows: list[dict[str, Any]]) -> None:
+        """One row per (question, unmatched phrase): target, database, phrase, phrase_key, question,
+        outcome, error, answer_id, token_name."""
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(unresolved.insert(), [{**r, "created_at": _now(), "dismissed": False} for r in rows])
+
+    def unresolved_rows(self, database: str, *, dismissed: bool = False) -> list[dict[str, Any]]:
+        query = (sa.select(unresolved).where(unresolved.c.database == database)
+                 .order_by(unresolved.c.id.desc()))
+        if not dismissed:
+            query = query.where(unresolved.c.dismissed == sa.false())
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(query).mappings()]
+
+    def dismiss_unresolved(self, database: str, phrase_key: str) -> int:
+        with self.engine.begin() as conn:
+            return conn.execute(unresolved.update()
+                                .where(unresolved.c.database == database, unresolved.c.phrase_key == phrase_key)
+                                .values(dismissed=True)).rowcount
 
     def close(self) -> None:
         self.engine.dispose()
