@@ -21,9 +21,16 @@ def main() -> None:
 
         from tagql.cli.application import app
 
+        usage_errors: tuple[type[BaseException], ...] = (click.exceptions.ClickException,)
+        try:  # typer >= 0.20 raises its own vendored copy of click's exceptions
+            from typer._click.exceptions import ClickException as TyperClickException
+
+            usage_errors += (TyperClickException,)
+        except ImportError:
+            pass
         try:
             code = app(standalone_mode=False)
-        except click.exceptions.ClickException as exc:  # usage errors: click's own message, status 2
+        except usage_errors as exc:  # usage errors: click's own message, status 2
             exc.show()
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:

@@ -117,6 +117,12 @@ class Database:
             return UnsafeQuery("only a single statement may run (the database refused several)")
         if "disabled by configuration" in low:  # DuckDB: a file outside the database, an extension
             return UnsafeQuery(f"the database refused access outside the database: {text}")
+        if self.path is not None and not self.path.exists():
+            return DatabaseNotFound(f"database file '{self.path}' is gone (deleted or moved while tagql was running)",
+                                    "put it back, or open the database again")
+        if "database is locked" in low or "database table is locked" in low:
+            return QueryFailed(f"the database file is locked by another program's write (waited {timeout:g} s)",
+                               "retry when that write has finished")
         if "not authorized" in low or "read-only" in low or "readonly" in low or "read only" in low:
             return UnsafeQuery(f"the database refused a write: {text}")
         return QueryFailed(f"the database rejected the query: {text}")
@@ -197,7 +203,7 @@ def open_database(
             descriptions_dir=Path(descriptions_dir) if descriptions_dir else None, path=path,
         )
     return Database(
-        sqlite_dialect.engine(path), name=name or path.stem, settings=settings,
+        sqlite_dialect.engine(path, (settings or DatabaseSettings()).statement_timeout_s), name=name or path.stem, settings=settings,
         descriptions_dir=Path(descriptions_dir) if descriptions_dir else None, path=path,
     )
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -119,6 +120,7 @@ class KnowledgeBase:
         self._embedder = embedder
         self.static_dir = static_dir  # where retrievers cache the static token table (None: the user cache)
         self._local = threading.local()
+        self.read_only = False  # set when the file can only be read (a read-only folder): writes are refused
 
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
@@ -144,19 +146,34 @@ class KnowledgeBase:
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
+        if conn is None and self.read_only:
+            uri = f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1"
+            conn = self._local.conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 60000")
-            conn.execute("PRAGMA journal_mode = WAL")
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")  # recorded in the file: a no-op after the first time
+            except sqlite3.OperationalError:
+                pass  # a read-only file or folder: reading works, a write says why (_store_error)
             conn.execute("PRAGMA synchronous = NORMAL")
             self._local.conn = conn
         return conn
 
     def _write(self):
-        return _WriteTxn(self._conn())
+        if self.read_only:
+            raise KnowledgeStoreError(f"cannot write knowledge store '{self.path}': its folder is read-only "
+                                      "(opened for reading only); nothing was stored",
+                                      "check the permissions of the folder and the file")
+        try:
+            return _WriteTxn(self._conn(), self.path)
+        except sqlite3.OperationalError as exc:
+            raise _store_error(self.path, exc) from None
 
     def _init(self, db_id: str | None, schema: Any) -> None:
         try:
+            if schema is None and self._ready(db_id):
+                return  # nothing to write: a store on a read-only disk or folder still opens for reading
             with self._write() as c:
                 c.executescript_in_txn(_DDL)
                 meta = dict(c.execute("SELECT key, value FROM meta").fetchall())
@@ -172,6 +189,22 @@ class KnowledgeBase:
                     c.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (schema_to_json(schema),))
         except sqlite3.DatabaseError as exc:
             raise KnowledgeStoreError(f"'{self.path}' is not a usable knowledge store: {exc}") from None
+
+    def _ready(self, db_id: str | None) -> bool:
+        """The file already holds a store of this version bound to ``db_id`` (or to none asked)."""
+        try:
+            meta = dict(self._conn().execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return False
+            if "readonly" not in str(exc):
+                raise
+            # a WAL file in a folder we may not write: SQLite cannot make its shared-memory file, so no
+            # writer can be active there either; read the file as it is, and refuse writes with the reason
+            self.close()
+            self.read_only = True
+            meta = dict(self._conn().execute("SELECT key, value FROM meta").fetchall())
+        return meta.get("version") == str(SCHEMA_VERSION) and (db_id is None or meta.get("db_id") == db_id)
 
     # -- properties ------------------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
@@ -393,17 +426,35 @@ class KnowledgeBase:
 
 
 class _WriteTxn:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (rollback on error): writers queue, none is lost."""
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (rollback on error): writers queue, none is lost. A failed write
+    (disk full, read-only file or folder, a lock held past the busy timeout) rolls back and becomes one
+    :class:`KnowledgeStoreError` line; what was stored before stays as it was."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
+        self.path = path
 
     def __enter__(self) -> _WriteTxn:
-        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise _store_error(self.path, exc) from None
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        if exc_type is None:
+            try:
+                self.conn.execute("COMMIT")
+                return
+            except sqlite3.OperationalError as failed:
+                exc = failed
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.OperationalError:
+                pass  # SQLite rolled back by itself (an I/O error ends the transaction)
+        if isinstance(exc, sqlite3.OperationalError):
+            raise _store_error(self.path, exc) from None
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
@@ -415,6 +466,22 @@ class _WriteTxn:
     def bump(self) -> int:
         self.conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'revision'")
         return int(self.conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0])
+
+
+def _store_error(path: Path, exc: sqlite3.Error) -> KnowledgeStoreError:
+    """One line for a write the store's file refused; nothing of it was stored."""
+    text = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+    low = text.lower()
+    if "disk is full" in low or "disk i/o" in low:
+        return KnowledgeStoreError(f"cannot write knowledge store '{path}': the disk is full or the file is at "
+                                   f"its size limit ({text}); nothing was stored", "free space and add it again")
+    if "readonly" in low or "read-only" in low or "unable to open" in low:
+        return KnowledgeStoreError(f"cannot write knowledge store '{path}': the file or its folder is read-only "
+                                   f"({text}); nothing was stored", "check the permissions of both")
+    if "locked" in low or "busy" in low:
+        return KnowledgeStoreError(f"knowledge store '{path}' stayed locked by another writer; nothing was stored",
+                                   "add it again")
+    return KnowledgeStoreError(f"cannot write knowledge store '{path}': {text}; nothing was stored")
 
 
 def _reason_key(reason: str) -> tuple[str, frozenset[str]]:

@@ -38,14 +38,51 @@ class OpenAICompatLLM:
             return {"type": "json_object", "schema": schema}
         return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": True}}
 
+    # retried: rate limits and a server's transient failures (with Retry-After when the server sends one,
+    # capped), and a connection cut mid-response; not a refused connection (nothing listens) nor a timeout
+    # (a slow server would only be asked twice as long). A completion request has no side effect to repeat.
+    RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+    max_retries = 2
+    retry_backoff_s = 1.0  # doubled each retry
+    max_retry_after_s = 20.0
+
     def _post(self, body: dict[str, Any]) -> httpx.Response:
+        for attempt in range(self.max_retries + 1):
+            last = attempt == self.max_retries
+            try:
+                resp = self._client.post("/chat/completions", json=body)
+            except httpx.TimeoutException as exc:
+                raise LLMUnavailable(
+                    f"the LLM endpoint {self.base_url} did not answer within {self._client.timeout.read:g} s",
+                    "check the server's load or raise TAGQL_LLM__REQUEST_TIMEOUT_S",
+                ) from exc
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                if last:
+                    raise LLMUnavailable(
+                        f"the LLM endpoint {self.base_url} closed the connection mid-response "
+                        f"({exc.__class__.__name__}, {attempt + 1} tries)", "check the server's log",
+                    ) from exc
+                time.sleep(self.retry_backoff_s * 2**attempt)
+                continue
+            except httpx.TransportError as exc:
+                raise LLMUnavailable(
+                    f"cannot reach the LLM endpoint {self.base_url}: {exc.__class__.__name__}",
+                    "start the server or set TAGQL_LLM__BASE_URL",
+                ) from exc
+            if resp.status_code not in self.RETRY_STATUSES or last:
+                if resp.status_code in self.RETRY_STATUSES and attempt:
+                    resp.extensions["tagql_tries"] = attempt + 1
+                return resp
+            time.sleep(self._retry_delay(resp, attempt))
+        raise AssertionError("unreachable")
+
+    def _retry_delay(self, resp: httpx.Response, attempt: int) -> float:
+        """Seconds before the next try: the server's Retry-After (seconds), capped, else exponential."""
+        after = resp.headers.get("retry-after", "")
         try:
-            return self._client.post("/chat/completions", json=body)
-        except httpx.TransportError as exc:
-            raise LLMUnavailable(
-                f"cannot reach the LLM endpoint {self.base_url}: {exc.__class__.__name__}",
-                "start the server or set TAGQL_LLM__BASE_URL",
-            ) from exc
+            return min(max(float(after), 0.0), self.max_retry_after_s)
+        except ValueError:
+            return self.retry_backoff_s * 2**attempt
 
     def _body(self, messages: list[Message], **fields: Any) -> dict[str, Any]:
         """A chat-completions request for ``messages`` with this backend's model and seed."""
@@ -64,20 +101,25 @@ class OpenAICompatLLM:
                 f"the LLM endpoint {self.base_url} has no chat/completions or no model '{self.model}'",
                 "check TAGQL_LLM__BASE_URL (usually ends in /v1) and TAGQL_LLM__OPENAI_MODEL",
             )
+        tries = resp.extensions.get("tagql_tries")
+        after = f" after {tries} tries" if tries else ""
+        if resp.status_code == 429:
+            raise LLMUnavailable(f"the LLM endpoint {self.base_url} is rate-limiting requests (HTTP 429{after})",
+                                 "wait and ask again, or raise the endpoint's rate limit")
         if resp.status_code >= 400:
             raise LLMUnavailable(
-                f"the LLM endpoint answered HTTP {resp.status_code}: {resp.text[:200]!r}",
+                f"the LLM endpoint answered HTTP {resp.status_code}{after}: {_one_line(resp.text)!r}",
                 "check the server's log",
             )
         try:
             data = resp.json()
         except ValueError as exc:
             raise LLMOutputError(
-                f"the LLM endpoint returned a malformed response: {resp.text[:200]!r}",
+                f"the LLM endpoint returned a malformed response: {_one_line(resp.text)!r}",
                 "is it OpenAI-compatible?",
             ) from exc
         if not isinstance(data, dict):
-            raise LLMOutputError(f"the LLM endpoint returned a malformed response: {resp.text[:200]!r}",
+            raise LLMOutputError(f"the LLM endpoint returned a malformed response: {_one_line(resp.text)!r}",
                                  "is it OpenAI-compatible?")
         return data
 
@@ -129,6 +171,8 @@ class OpenAICompatLLM:
         data = self._checked(resp)
         try:
             text = data["choices"][0]["message"]["content"] or ""
+            if not isinstance(text, str):
+                raise TypeError("content is not text")
         except (KeyError, IndexError, TypeError) as exc:
             raise LLMOutputError(
                 f"the LLM endpoint returned a malformed response: {str(data)[:200]!r}",
@@ -143,3 +187,8 @@ class OpenAICompatLLM:
         )
         self.usage.add(completion)
         return completion
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """A server's body in an error message: whitespace runs folded (one line), cut at ``limit``."""
+    return " ".join(text.split())[:limit]

@@ -12,7 +12,8 @@ import json
 import logging
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -210,6 +211,18 @@ class StateStore:
             applied.append(version)
         return applied
 
+    @contextmanager
+    def _begin(self) -> Iterator[sa.Connection]:
+        """A write transaction; a write the database refuses (disk full, read-only file, locked) rolls back and
+        is one :class:`StateError` line (nothing of it stored, what was stored before unchanged)."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except sa.exc.OperationalError as exc:
+            reason = (str(exc.orig or exc).strip().splitlines() or ["error"])[0]
+            raise StateError(f"the state store could not be written: {reason}; nothing of this request was stored",
+                             "free disk space or fix the file's permissions, then retry") from None
+
     # -- tokens ---------------------------------------------------------------------------------------
 
     def create_token(self, name: str, role: str) -> str:
@@ -219,7 +232,7 @@ class StateStore:
         if not name or len(name) > 200:
             raise TokenError("a token needs a name of 1-200 characters")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             if conn.execute(sa.select(tokens.c.name).where(tokens.c.name == name)).first():
                 raise TokenError(f"a token named '{name}' exists", "revoke it first or pick another name")
             conn.execute(tokens.insert().values(name=name, role=role, token_hash=hash_token(token),
@@ -227,7 +240,7 @@ class StateStore:
         return token
 
     def revoke_token(self, name: str) -> bool:
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             return conn.execute(tokens.delete().where(tokens.c.name == name)).rowcount > 0
 
     def list_tokens(self) -> list[dict[str, Any]]:
@@ -251,7 +264,7 @@ class StateStore:
 
     def save_answer(self, body: dict[str, Any], *, target: str, token_name: str | None) -> str:
         answer_id = uuid.uuid4().hex
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             conn.execute(answers.insert().values(
                 id=answer_id, created_at=_now(), token_name=token_name, target=target,
                 database=body.get("database", ""), question=body.get("question", ""),
@@ -289,7 +302,7 @@ class StateStore:
     def add_feedback(self, answer_id: str, *, correct: bool, sql: str | None, note: str | None,
                      token_name: str | None, verified: tuple[str, str, str] | None) -> dict[str, Any]:
         """Record feedback; ``verified`` = (database, question, sql) also becomes a verified example."""
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             fid = conn.execute(feedback.insert().values(
                 answer_id=answer_id, created_at=_now(), token_name=token_name, correct=correct, sql=sql,
                 note=note)).inserted_primary_key[0]
@@ -318,7 +331,7 @@ class StateStore:
 
     def add_review(self, database: str, statement_id: int, action: str, note: str | None,
                    token_name: str | None) -> None:
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             conn.execute(reviews.insert().values(database=database, statement_id=statement_id, action=action,
                                                  note=note, token_name=token_name, created_at=_now()))
 

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+log = logging.getLogger("tagql.tag")
+
 
 def cache_key(model: str, kind: str, instruction: str, payload: str, *, prompts: str) -> str:
     """The key of one LM output. ``prompts`` is a digest of the prompt texts that produced it (the operator
@@ -43,13 +47,17 @@ class OpCache:
         self._last_flush = time.monotonic()
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self.problem = ""  # why the file is not used (read-only folder, disk full): the cache runs in memory
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-            self._conn.execute("PRAGMA journal_mode=WAL")  # persistent: recorded in the file
-            self._conn.execute("PRAGMA synchronous=NORMAL")  # per connection
-            self._conn.execute("CREATE TABLE IF NOT EXISTS ops (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            self._conn.commit()
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+                self._conn.execute("PRAGMA journal_mode=WAL")  # persistent: recorded in the file
+                self._conn.execute("PRAGMA synchronous=NORMAL")  # per connection
+                self._conn.execute("CREATE TABLE IF NOT EXISTS ops (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                self._conn.commit()
+            except (OSError, sqlite3.Error) as exc:
+                self._give_up(exc)
 
     def get(self, key: str) -> str | None:
         with self._lock:
@@ -97,9 +105,24 @@ class OpCache:
         if self._conn is None or not self._pending:
             return
         items = list(self._pending.items())
-        with self._conn:  # one transaction; commits, or rolls back and raises
-            self._conn.executemany("INSERT OR REPLACE INTO ops (key, value) VALUES (?, ?)", items)
         self._pending.clear()
+        try:
+            with self._conn:  # one transaction; commits, or rolls back and raises
+                self._conn.executemany("INSERT OR REPLACE INTO ops (key, value) VALUES (?, ?)", items)
+        except sqlite3.OperationalError as exc:  # disk full, read-only, locked past 30 s: a cache may forget
+            self._give_up(exc)
+
+    def _give_up(self, exc: BaseException) -> None:
+        """Stop using the file (what it holds stays as it was) and keep caching in memory: a cache that
+        cannot write costs repeated LM calls, never a failed question. Said once, in the log."""
+        self.problem = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        log.warning("operator cache %s is not written any more (%s); caching in memory", self.path, self.problem)
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+        self._conn = None
 
     def __len__(self) -> int:
         with self._lock:

@@ -73,14 +73,19 @@ def reading_authorizer(shadow: frozenset[str]) -> Any:
     return check
 
 
-def engine(path: Path) -> sa.Engine:
-    """A SQLAlchemy engine whose connections open ``path`` read-only behind the authorizer."""
+def engine(path: Path, busy_timeout_s: float = 5.0) -> sa.Engine:
+    """A SQLAlchemy engine whose connections open ``path`` read-only behind the authorizer. A writer of
+    another program holding the file's lock is waited for up to ``busy_timeout_s`` (the statement timeout:
+    the progress handler does not run while SQLite waits for a lock), then the query fails."""
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
 
     def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=busy_timeout_s)
         try:
             shadow = shadow_tables(conn)
+        except sqlite3.OperationalError:  # locked by a writer, gone: not a connection to keep in the pool
+            conn.close()
+            raise
         except sqlite3.DatabaseError:  # not a database: the first query says so
             shadow = frozenset()
         conn.set_authorizer(reading_authorizer(shadow))
