@@ -7,8 +7,9 @@ from __future__ import annotations
 import ipaddress
 import re
 import threading
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,36 +198,107 @@ class Job:
 
 
 class AskQueue:
-    """A bounded FIFO in front of the model: ``workers`` questions run at once (1 for the embedded model),
-    up to ``size`` wait or run; one more is refused (:class:`QueueFull`, HTTP 429)."""
+    """A bounded, fair queue in front of the model: ``workers`` questions run at once (1 for the embedded
+    model), up to ``size`` wait or run; one more is refused (:class:`QueueFull`, HTTP 429).
+
+    Fair: each owner (a token's name) has its own FIFO and the workers take from the owners in turn
+    (round robin), so a client that floods the queue delays another client's question by at most one of
+    its own per turn, not by all of them. The queue's capacity is shared (first come)."""
 
     def __init__(self, size: int, workers: int = 1) -> None:
         if size < 1 or workers < 1:
             raise ServiceError("service.queue_size and service.workers must be at least 1")
         self.size = size
         self.workers = workers
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tagql-ask")
-        self._lock = threading.Lock()
-        self._pending = 0
+        self._cond = threading.Condition()
+        self._lanes: dict[str, deque[tuple[Future, Callable[[], Any]]]] = {}
+        self._turn: deque[str] = deque()  # owners with queued work, next to serve first
+        self._pending = 0  # queued + running
+        self._running = 0
+        self._closed = False
+        self._threads = [threading.Thread(target=self._work, name=f"tagql-ask-{i}", daemon=True)
+                         for i in range(workers)]
+        for t in self._threads:
+            t.start()
 
     @property
     def pending(self) -> int:
         return self._pending
 
     def submit(self, fn: Callable[[], Any], owner: str = "") -> tuple[Future, int]:
-        """Queue ``fn`` for ``owner`` (a token's name); returns its future and how many were ahead of it."""
-        with self._lock:
+        """Queue ``fn`` in ``owner``'s lane; returns its future and how many questions will start or are
+        running before it (given what is queued now)."""
+        fut: Future = Future()
+        with self._cond:
+            if self._closed:
+                raise ServiceError("the service is shutting down")
             if self._pending >= self.size:
                 raise QueueFull(f"{self._pending} questions are queued for the model", "retry later")
-            ahead = self._pending
+            lane = self._lanes.setdefault(owner, deque())
+            if not lane:
+                self._turn.append(owner)
+            lane.append((fut, fn))
+            ahead = self._running + self._ahead_of(owner, len(lane) - 1)
             self._pending += 1
-        fut = self._pool.submit(fn)
+            self._cond.notify()
         fut.add_done_callback(self._release)
         return fut, ahead
 
+    def _ahead_of(self, owner: str, position: int) -> int:
+        """Queued questions the round robin takes before ``owner``'s ``position``-th (0 = its first)."""
+        ahead = position
+        turn = list(self._turn)
+        mine = turn.index(owner)
+        for i, other in enumerate(turn):
+            if other != owner:
+                # owners before this one in the turn order get position + 1 turns, those after it position
+                ahead += min(len(self._lanes[other]), position + (1 if i < mine else 0))
+        return ahead
+
+    def _next(self) -> tuple[Future, Callable[[], Any]] | None:
+        while not self._turn and not self._closed:
+            self._cond.wait()
+        if self._closed:
+            return None
+        owner = self._turn.popleft()
+        lane = self._lanes[owner]
+        job = lane.popleft()
+        if lane:
+            self._turn.append(owner)  # its next question waits for everyone else's turn
+        else:
+            del self._lanes[owner]
+        return job
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                job = self._next()
+                if job is None:
+                    return
+                self._running += 1
+            fut, fn = job
+            try:
+                if fut.set_running_or_notify_cancel():  # False: cancelled while queued
+                    try:
+                        result = fn()
+                    except BaseException as exc:  # noqa: BLE001 - handed to the waiting request
+                        fut.set_exception(exc)
+                    else:
+                        fut.set_result(result)
+            finally:
+                with self._cond:
+                    self._running -= 1
+
     def _release(self, _fut: Future) -> None:
-        with self._lock:
+        with self._cond:
             self._pending -= 1
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._cond:
+            self._closed = True
+            queued = [fut for lane in self._lanes.values() for fut, _ in lane]
+            self._lanes.clear()
+            self._turn.clear()
+            self._cond.notify_all()
+        for fut in queued:
+            fut.cancel()
