@@ -5,7 +5,9 @@ console errors; every test leaves a screenshot in test-artifacts/ui/."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import socket
 import threading
@@ -25,6 +27,9 @@ from tagql.llm.scripted import ScriptedLLM
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "ui"
 CHROMIUM = os.environ.get("TAGQL_TEST_CHROMIUM", "/usr/bin/chromium")
+PEOPLE = {"George Lucas", "J. K. Rowling", "J. R. R. Tolkien"}
+PLAN = {"sql": "SELECT publisher_name FROM publisher ORDER BY publisher_name",
+        "operators": [{"op": "filter", "instruction": "{publisher_name} is a person, not a company"}]}
 PER_PUBLISHER = ("SELECT T2.publisher_name, COUNT(*) AS heroes FROM superhero AS T1 JOIN publisher AS T2 "
                  "ON T1.publisher_id = T2.id GROUP BY T2.publisher_name ORDER BY heroes DESC LIMIT 10")
 
@@ -38,18 +43,23 @@ def free_port() -> int:
 def scripted(messages: list[Message]) -> str:
     """SQL prompts (they carry the schema) get SQL chosen from the question; answer prompts a short answer."""
     system, question = messages[0].content, messages[-1].content
+    everything = " ".join(m.content for m in messages)
+    statement = re.search(r"<statement>(.*?)</statement>", question)
+    if statement:  # a TAG filter's verdict on one row
+        return "yes" if statement.group(1).split(" is ")[0] in PEOPLE else "no"
+    if '"operators"' in everything or "plan" in system.lower():
+        return json.dumps(PLAN)
     if "CREATE TABLE" not in system:
         return "Here is what the rows say."
-    q = question.lower()
+    asked = re.findall(r"Query: (.*)", messages[1].content if len(messages) > 1 else question)
+    q = (asked[-1] if asked else question).lower()
+    if "CREATE TABLE singer" in system:
+        return "SELECT COUNT(*) FROM singer" if "singer" in q else "SELECT name FROM singer"
     if "publisher" in q:
         return PER_PUBLISHER
     if "tall" in q:  # the statement "'tall heroes' refers to superhero.height_cm > 200", once approved
-        where = " WHERE height_cm > 200" if "height_cm > 200" in question else ""
+        where = " WHERE height_cm > 200" if "height_cm > 200" in everything else ""
         return f"SELECT superhero_name, height_cm FROM superhero{where} ORDER BY height_cm DESC"
-    if "singer" in q:
-        return "SELECT COUNT(*) FROM singer"
-    if "CREATE TABLE singer" in system:
-        return "SELECT name FROM singer"
     return "SELECT COUNT(*) FROM superhero"
 
 
@@ -94,6 +104,7 @@ def make_server(tmp_path: Path, demo_db_path: Path) -> Iterator[Callable[..., Se
              ) -> Server:
         settings = load_settings(knowledge_dir=tmp_path / "knowledge", collections_dir=tmp_path / "collections")
         settings.service.databases = {"superhero": str(demo_db_path)}
+        settings.tag.cache = False  # each test's TAG operators ask the scripted model
         if collections:
             from tagql.routing.collection import Collection
 
@@ -144,6 +155,7 @@ class Watched:
     base: str
     requests: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    posts: list[tuple[str, Any]] = field(default_factory=list)  # (path, JSON body) of each POST
 
     def foreign_requests(self) -> list[str]:
         host = urlsplit(self.base).netloc
@@ -170,6 +182,8 @@ def open_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Callable
         page.set_default_timeout(15000)
         w = Watched(page, base)
         page.on("request", lambda r: w.requests.append(r.url))
+        page.on("request", lambda r: w.posts.append((urlsplit(r.url).path, json.loads(r.post_data or "null")))
+                if r.method == "POST" else None)
         page.on("console", lambda m: w.errors.append(f"console: {m.text}") if m.type == "error" else None)
         page.on("pageerror", lambda e: w.errors.append(f"pageerror: {e}"))
         page.goto(base + path)

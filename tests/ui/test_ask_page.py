@@ -81,6 +81,13 @@ def test_edit_sql_and_rerun_then_page(server: Server, open_page: Any) -> None:
     sql.fill("DELETE FROM superhero")
     turn.get_by_role("button", name="Run SQL").click()
     turn.get_by_role("alert").get_by_text("only SELECT queries may run, got DELETE").wait_for()
+    # data is text, never markup: a cell and a column name holding HTML show as typed
+    sql.fill("SELECT '<img src=x onerror=\"window.pwned=1\">' AS \"<b>name</b>\", '<script>window.pwned=2</script>' AS s")
+    turn.get_by_role("button", name="Run SQL").click()
+    turn.get_by_role("columnheader", name="<b>name</b>").wait_for()
+    assert table_rows(turn) == [['<img src=x onerror="window.pwned=1">', "<script>window.pwned=2</script>"]]
+    assert turn.locator("table img, table script, table b").count() == 0
+    assert page.evaluate("window.pwned") is None
     w.shot("rerun")
     # the only console line is the browser's own note of the refused request (the 422 asked for above)
     assert w.foreign_requests() == [] and w.errors == [
@@ -92,6 +99,8 @@ def test_feedback_on_a_follow_up_saves_that_question(server: Server, open_page: 
     page = w.page
     ask(page, "How many superheroes are there?", 1)
     second = ask(page, "And per publisher?", 2)
+    asks = [body for path, body in w.posts if path == "/v1/ask"]
+    assert "conversation_id" not in asks[0] and asks[1]["conversation_id"]  # the follow-up continues the thread
     second.get_by_label("SQL").fill("SELECT publisher_name FROM publisher ORDER BY publisher_name LIMIT 3")
     second.get_by_role("button", name="Save my SQL as the correction").click()
     second.get_by_text("saved as a verified example").wait_for()

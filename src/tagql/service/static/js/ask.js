@@ -126,6 +126,9 @@ class Turn {
     this.runButton = h("button", { type: "button", class: "secondary", onclick: () => this.rerun() }, "Run SQL");
     this.stopButton = h("button", { type: "button", class: "secondary", hidden: true, onclick: () => this.stop() }, "Stop");
     this.sqlNote = h("span", { class: "hint", "aria-live": "polite" });
+    // the SQL editor appears with the first SQL (or a failure that is not a routing question)
+    this.sqlField = h("div", { class: "field", hidden: true }, h("label", { for: id("sql") }, "SQL"), this.sqlBox);
+    this.runButton.hidden = true;
     this.result = h("div", { class: "result" });
     this.chart = h("div", { class: "chart-box" });
     this.meta = h("p", { class: "meta" });
@@ -134,8 +137,7 @@ class Turn {
       h("h2", { id: id("q") }, question),
       h("p", { class: "meta" }, `${target} · ${method === "tag" ? "reasoning over rows (TAG)" : "SQL"}`),
       this.stages, this.error, this.routing, this.progress, this.knowledge, this.plan, this.answerText,
-      h("div", { class: "field" }, h("label", { for: id("sql") }, "SQL"), this.sqlBox),
-      h("div", { class: "row actions" }, this.runButton, this.stopButton, this.sqlNote),
+      this.sqlField, h("div", { class: "row actions" }, this.runButton, this.stopButton, this.sqlNote),
       this.result, this.chart, this.meta, this.feedback);
   }
 
@@ -170,6 +172,7 @@ class Turn {
       } else {
         this.stage("error", "failed", true);
         this.fail(e.message);
+        this.showSql();
       }
     } finally {
       busy = false;
@@ -195,6 +198,7 @@ class Turn {
     } else if (name === "sql") {
       this.stage(name);
       this.sqlBox.value = data.sql;
+      this.showSql();
     } else if (name === "rows") {
       this.stage(name, `${data.rows.length} row${data.rows.length === 1 ? "" : "s"}`);
       this.showRows(data.columns, data.rows, data.truncated, true);
@@ -208,16 +212,23 @@ class Turn {
       this.stage(name, "failed", true);
       this.fail(data.error);
       if (data.candidates && data.candidates.length) this.showCandidates(data.candidates, null, true);
+      else this.showSql();
     }
+  }
+
+  showSql() {
+    this.sqlField.hidden = false;
+    this.runButton.hidden = false;
   }
 
   done(answer) {
     this.answer = answer;
     if (answer.conversation_id) {
       conversationId = answer.conversation_id;
-      threadStatus.textContent = "Follow-up questions continue this thread.";
+      threadStatus.textContent = "Thread continues.";
     }
     if (!this.sqlBox.value && answer.sql) this.sqlBox.value = answer.sql;
+    this.showSql();
     if (!this.answerText.textContent) this.answerText.textContent = answer.answer;
     this.meta.textContent = describeTimings(answer.timings, answer.tokens);
     if (answer.notes && answer.notes.length) this.meta.append(h("br"), `Notes: ${answer.notes.join("; ")}`);
