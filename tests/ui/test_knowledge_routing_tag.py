@@ -122,3 +122,21 @@ def test_reason_over_rows_shows_plan_and_progress(server: Server, open_page: Any
     w.shot("tag-390px")
     assert w.foreign_requests() == [] and w.errors == []
 
+
+
+def test_a_wrong_answer_puts_its_phrase_on_the_unresolved_queue(server: Server, open_page: Any) -> None:
+    w = open_page(server.url)
+    turn = ask(w.page, "How many tall heroes are there?")
+    turn.get_by_role("button", name="Not correct").click()
+    turn.get_by_text("Not correct: thank you.").wait_for()
+    k = open_page(server.url, "/knowledge?database=superhero")
+    item = k.page.locator("#unresolved > li", has_text="tall")
+    item.wait_for()
+    assert "How many tall heroes are there?" in item.text_content() and "1 question" in item.text_content()
+    item.get_by_role("button", name="Write a statement for this").click()
+    phrase = k.page.get_by_label("Phrase users say").input_value()
+    assert "tall" in phrase and k.page.evaluate("document.activeElement.id") == "add-sql"
+    k.shot("knowledge-unresolved")
+    item.get_by_role("button", name="Dismiss").click()
+    k.page.get_by_text("Nothing unresolved.").wait_for()
+    assert w.errors == k.errors == [] and w.foreign_requests() == k.foreign_requests() == []

@@ -12,7 +12,6 @@ const examplesBody = document.querySelector("#examples tbody");
 const count = document.getElementById("st-count");
 const unresolvedSection = document.getElementById("unresolved-section");
 const unresolvedList = document.getElementById("unresolved");
-let unresolvedPath = null; // the path template of the unresolved-expressions queue, if the server has one
 
 function db() {
   return encodeURIComponent(dbSelect.value);
@@ -29,21 +28,9 @@ async function loadDatabases() {
     dbSelect.replaceChildren(...names.map((n) => h("option", { value: n }, n)));
     const wanted = new URLSearchParams(location.search).get("database") || sessionStorage.getItem("tagql-target");
     if (wanted && names.includes(wanted)) dbSelect.value = wanted;
-    await findUnresolved();
     await refresh();
   } catch (e) {
     guard(e);
-  }
-}
-
-async function findUnresolved() {
-  // the queue is newer than this page: use it when the server's OpenAPI lists it
-  try {
-    const res = await fetch("/openapi.json");
-    const paths = Object.keys((await res.json()).paths || {});
-    unresolvedPath = paths.find((p) => p.includes("unresolved") && p.includes("{name}")) || null;
-  } catch {
-    unresolvedPath = null;
   }
 }
 
@@ -113,27 +100,46 @@ async function loadExamples() {
 }
 
 async function loadUnresolved() {
-  unresolvedSection.hidden = !unresolvedPath;
-  if (!unresolvedPath) return;
+  // phrases of failed, empty or wrong answers that no statement covers, most asked first (expert role)
   try {
-    const data = await api("GET", unresolvedPath.replace("{name}", db()));
-    const items = data.unresolved || data.expressions || data.items || [];
-    unresolvedList.replaceChildren(...items.map((it) => {
-      const phrase = it.phrase || it.expression || it.text || "";
-      const questions = it.questions || [];
-      return h("li", {},
-        h("strong", {}, phrase), " ", h("span", { class: "hint" }, `${it.count ?? questions.length} question${(it.count ?? questions.length) === 1 ? "" : "s"}`),
-        h("ul", {}, questions.slice(0, 5).map((q) => h("li", {}, typeof q === "string" ? q : q.question || ""))),
-        h("button", {
-          type: "button", class: "secondary small",
-          onclick: () => {
-            document.getElementById("add-text").value = phrase;
-            document.getElementById("add-sql").focus();
-          },
-        }, "Write a statement for this"));
+    const { phrases } = await api("GET", `/v1/databases/${db()}/unresolved`);
+    unresolvedSection.hidden = false;
+    unresolvedList.replaceChildren(...phrases.map((it) => {
+      const outcomes = Object.entries(it.outcomes || {}).map(([k, n]) => `${k} ${n}`).join(", ");
+      const status = h("span", { class: "hint", "aria-live": "polite" });
+      return h("li", { "data-phrase": it.phrase },
+        h("strong", {}, it.phrase), " ",
+        h("span", { class: "hint" }, `${it.count} question${it.count === 1 ? "" : "s"}${outcomes ? ` (${outcomes})` : ""}`),
+        h("ul", {}, (it.questions || []).slice(0, 5).map((q) => h("li", {}, q.question,
+          q.outcome ? h("span", { class: "hint" }, ` — ${q.outcome}${q.error ? `: ${q.error}` : ""}`) : null))),
+        h("div", { class: "btns" },
+          h("button", {
+            type: "button", class: "secondary small",
+            onclick: () => {
+              document.getElementById("add-text").value = it.phrase;
+              const first = (it.questions || [])[0];
+              if (first && !document.getElementById("add-nl").value) {
+                document.getElementById("add-nl").value = `In "${first.question}", "${it.phrase}" means: `;
+              }
+              document.getElementById("add-h").scrollIntoView();
+              document.getElementById("add-sql").focus();
+            },
+          }, "Write a statement for this"), " ",
+          h("button", {
+            type: "button", class: "secondary small",
+            onclick: async () => {
+              try {
+                await api("POST", `/v1/databases/${db()}/unresolved/dismiss`, { phrase: it.phrase });
+                await loadUnresolved();
+              } catch (e) {
+                status.textContent = e.message;
+              }
+            },
+          }, "Dismiss"), " ", status));
     }));
-    if (!items.length) unresolvedList.append(h("li", { class: "hint" }, "Nothing unresolved."));
+    if (!phrases.length) unresolvedList.append(h("li", { class: "hint" }, "Nothing unresolved."));
   } catch (e) {
+    unresolvedSection.hidden = false;
     unresolvedList.replaceChildren(h("li", { class: "hint" }, e.message));
   }
 }
