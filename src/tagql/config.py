@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from tagql.errors import ConfigError
 
@@ -193,7 +193,7 @@ class _TomlSource(PydanticBaseSettingsSource):
         if path.exists():
             try:
                 self._data = tomllib.loads(path.read_text())
-            except (tomllib.TOMLDecodeError, OSError) as exc:
+            except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"cannot read config file {path}: {exc}", "fix or remove the file") from exc
         elif os.environ.get("TAGQL_CONFIG"):
             raise ConfigError(f"config file {path} does not exist", "unset TAGQL_CONFIG or create the file")
@@ -205,10 +205,18 @@ class _TomlSource(PydanticBaseSettingsSource):
         return dict(self._data)
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Build the settings, turning validation problems into one-line ``ConfigError``s."""
     try:
         return Settings(**overrides)
+    except SettingsError as exc:  # an environment value that must be JSON (a dict or list setting) is not
+        raise ConfigError(f"invalid setting: {_first_line(exc)}",
+                          "dict and list settings from the environment are JSON, e.g. "
+                          "TAGQL_SERVICE__DATABASES='{\"name\": \"path\"}'") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
