@@ -98,7 +98,15 @@ def test_feedback_on_a_follow_up_saves_that_question(server: Server, open_page: 
     w = open_page(server.url)
     page = w.page
     ask(page, "How many superheroes are there?", 1)
-    second = ask(page, "And per publisher?", 2)
+    # the keyboard alone: Tab from the database picker reaches the question, Enter asks
+    page.get_by_label("Database").focus()
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "question"
+    page.keyboard.type("And per publisher?")
+    page.keyboard.press("Enter")
+    second = page.locator("section.turn").nth(1)
+    second.locator(".stages li", has_text="done").wait_for()
     asks = [body for path, body in w.posts if path == "/v1/ask"]
     assert "conversation_id" not in asks[0] and asks[1]["conversation_id"]  # the follow-up continues the thread
     second.get_by_label("SQL").fill("SELECT publisher_name FROM publisher ORDER BY publisher_name LIMIT 3")
