@@ -191,3 +191,22 @@ def test_the_cli_imports_only_the_public_api_and_printing_helpers() -> None:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     assert not alias.name.startswith("tagql.") or alias.name.startswith(allowed), path.name
+
+
+def test_then_asks_follow_ups_in_one_conversation(demo_db_path: Path, monkeypatch) -> None:
+    import json
+
+    from tagql.llm.scripted import ScriptedLLM
+
+    marvel = ("SELECT COUNT(*) FROM superhero AS T1 JOIN publisher AS T2 ON T1.publisher_id = T2.id "
+              "WHERE T2.publisher_name = 'Marvel Comics'")
+    llm = ScriptedLLM(lambda m: (marvel if "Earlier questions" not in m[-1].content
+                                 else marvel.replace("Marvel", "DC")) if "CREATE TABLE" in m[0].content else "Many.")
+    monkeypatch.setattr("tagql.api.make_llm", lambda *a, **k: llm)
+    result = runner.invoke(app, ["ask", "How many Marvel Comics heroes?", "--db", str(demo_db_path),
+                                 "--then", "And for DC Comics?", "--json"])
+    assert result.exit_code == 0, result.output
+    first, second = (json.loads(line) for line in result.stdout.strip().splitlines())
+    assert first["values"] == [387] and second["values"] == [224] and second["context_turns"] == 1
+    result = runner.invoke(app, ["ask", "q?", "--db", str(demo_db_path), "--then", "and?", "--method", "tag"])
+    assert result.exit_code == 2 and "--then follow-ups are answered with --method sql only" in result.output

@@ -83,8 +83,14 @@ def ask_command(
         str | None, typer.Option("--knowledge-method", help=f"statement retrieval: {' | '.join(knowledge_methods())}")
     ] = None,
     k: Annotated[int | None, typer.Option("--k", min=0, help="at most K domain statements in the prompt (default 3)")] = None,
+    then: Annotated[
+        list[str] | None,
+        typer.Option("--then", help="a follow-up question (repeatable), asked with the earlier ones as context"),
+    ] = None,
 ) -> None:
-    """Answer QUESTION over a database or a collection: SQL, result rows and a plain-language answer."""
+    """Answer QUESTION over a database or a collection: SQL, result rows and a plain-language answer.
+    Each --then is a follow-up ("and for DC Comics?") answered after it, in one conversation (--json: one
+    line per answer)."""
     with user_errors(as_json):
         if pick and as_json:
             raise TagqlError("--pick asks at the terminal; it cannot go with --json", "drop one of them")
@@ -97,14 +103,21 @@ def ask_command(
                                        style="dim"))
             on_event = _stderr_events() if as_json or method != "sql" else None
             session.check_options(question, method=method, k=k, choose=choose, force=force)  # before the model
+            for follow_up in then or []:
+                session.check_options(follow_up, method=method)
+            if then and method != "sql":
+                raise TagqlError("--then follow-ups are answered with --method sql only", "drop --method or --then")
             load_model(session, method, as_json)
-            answer = session.ask(question, method=method, k=k, choose=choose, force=force, on_event=on_event)
+            conversation = session.conversation()
+            for i, asked in enumerate([question, *(then or [])]):
+                answer = conversation.ask(asked, method=method, k=k, choose=choose if i == 0 else None,
+                                          force=force, on_event=on_event)
+                if as_json:
+                    emit_json(answer.to_dict())
+                else:
+                    print_answer(answer)  # under a rule with its question
         finally:
             stop()
-        if as_json:
-            emit_json(answer.to_dict())
-        else:
-            print_answer(answer)
 
 
 def _stderr_events():
