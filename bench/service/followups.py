@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import sqlite3
 import time
 from collections import Counter
