@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from typing import Any
 
 from .conftest import PER_PUBLISHER, Server
@@ -119,3 +120,46 @@ def test_feedback_on_a_follow_up_saves_that_question(server: Server, open_page: 
     k.page.locator("#examples tbody tr", has_text="And per publisher?").wait_for()
     k.shot("knowledge-examples")
     assert w.foreign_requests() == [] and w.errors == [] and k.errors == []
+
+
+def test_stop_cancels_the_question(make_server: Any, open_page: Any) -> None:
+    import threading
+
+    from .conftest import scripted
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow(messages: Any) -> str:
+        if "CREATE TABLE" in messages[0].content:
+            started.set()
+            assert release.wait(30)
+        return scripted(messages)
+
+    server = make_server(reply=slow)
+    w = open_page(server.url)
+    page = w.page
+    page.get_by_label("Question").fill("How many superheroes are there?")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    assert started.wait(15)
+    assert page.get_by_role("button", name="Ask", exact=True).is_disabled()
+    page.get_by_role("button", name="Stop").click()
+    turn = page.locator("section.turn").first
+    turn.get_by_text("Stopped: the server stops the question at its next stage.").wait_for()
+    release.set()
+    assert page.get_by_role("button", name="Ask", exact=True).is_enabled()
+    for _ in range(100):  # the worker ends at its next stage: no answer prompt, nothing stored
+        if server.app.state.service.queue.pending == 0:
+            break
+        time.sleep(0.05)
+    assert server.app.state.service.queue.pending == 0 and not _stored_answers(server)
+    assert len(server.llm.prompts) == 1  # the SQL prompt it was writing; the answer was never asked for
+    assert w.errors == [] and w.foreign_requests() == []
+
+
+def _stored_answers(server: Server) -> list[Any]:
+    import sqlalchemy as sa
+
+    from tagql.service.state import answers
+
+    with server.store.engine.connect() as conn:
+        return list(conn.execute(sa.select(answers.c.id)))
