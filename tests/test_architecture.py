@@ -146,3 +146,38 @@ def test_text_to_sql_does_not_depend_on_tag():
     bad = sorted(f"{m} imports {t}" for m in MODULES if m.startswith("tagql.text2sql")
                  for t in imports(m) if t.startswith("tagql.tag"))
     assert bad == []
+
+
+ENTRY_POINTS = {"tagql.api", "tagql.config"}  # config defines it; api is where a Python caller enters
+ENTRY_PACKAGES = ("tagql.cli", "tagql.service")
+
+
+def _names_used(module: str) -> set[str]:
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    return names
+
+
+def test_only_entry_points_read_the_environment_for_settings():
+    """``load_settings()`` reads environment variables and the config file; below the entry points a
+    stage takes the settings it is given (or the built-in defaults), so nothing changes behaviour
+    because of a variable its caller cannot see."""
+    below = [m for m in MODULES if m not in ENTRY_POINTS and not m.startswith(ENTRY_PACKAGES)]
+    assert "tagql.pipeline" in below and "tagql.llm" in below
+    bad = sorted(m for m in below if "load_settings" in _names_used(m))
+    assert bad == []
+
+
+def test_a_stage_given_no_settings_ignores_the_environment(monkeypatch, tmp_path):
+    from tagql.config import default_settings, load_settings
+    from tagql.knowledge.store import default_store_path
+    from tagql.routing.collection import collection_dir
+
+    monkeypatch.setenv("TAGQL_KNOWLEDGE_DIR", str(tmp_path / "kb"))
+    monkeypatch.setenv("TAGQL_COLLECTIONS_DIR", str(tmp_path / "coll"))
+    assert load_settings().knowledge_dir == tmp_path / "kb"  # the entry point sees the variable
+    assert default_store_path("x") == default_settings().knowledge_dir / "x.kb" != tmp_path / "kb" / "x.kb"
+    assert collection_dir("c") == default_settings().collections_dir / "c"
+    assert collection_dir("c", load_settings()) == tmp_path / "coll" / "c"

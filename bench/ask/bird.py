@@ -6,6 +6,7 @@ the set of rows of the predicted SQL equals that of the gold SQL from bird/dev.j
 
     python -m bench.ask.bird --limit 25            # first 25 questions of each database (fixed subset)
     python -m bench.ask.bird                       # all 432 questions
+    python -m bench.ask.bird --splits dev,test --out bench/results/ask/bird_heldout.json   # the held-out parts
     python -m bench.ask.bird --limit 20 --models qwen2.5-coder-1.5b,qwen2.5-coder-1.5b-q4_0   # model variants
 
 Prints a table and writes bench/results/ask/bird.json.
@@ -51,6 +52,7 @@ def pct(values: list[float], q: float) -> float:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=0, help="first N questions per database (0 = all)")
+    ap.add_argument("--splits", default="", help="only these parts of the fixed split, e.g. dev,test (default: all)")
     ap.add_argument("--dbs", default=",".join(DBS))
     ap.add_argument("--conditions", default="none,evidence")
     ap.add_argument("--models", default="", help="comma-separated model names to compare (default: the configured one)")
@@ -69,6 +71,11 @@ def main(argv: list[str] | None = None) -> None:
     dbs = args.dbs.split(",")
     conditions = args.conditions.split(",")
     chosen = {db: [q for q in questions if q["db_id"] == db] for db in dbs}
+    if args.splits:
+        from bench.ask.bird_split import load_split
+
+        part_of, wanted = load_split(), set(args.splits.split(","))
+        chosen = {db: [q for q in qs if part_of.get(q["question_id"]) in wanted] for db, qs in chosen.items()}
     if args.limit:
         chosen = {db: qs[: args.limit] for db, qs in chosen.items()}
     models = args.models.split(",") if args.models else [settings.llm.model]
@@ -102,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         console.print("host speed (plain greedy decoding, ms/token) before each database/condition: "
                       + ", ".join(f"{h['before']} {h['decode_ms_per_token']}" for h in host_speed))
     out = {
-        "models": models, "limit_per_db": args.limit or None, "subset": "first N questions per db in bird/dev.json order",
+        "models": models, "limit_per_db": args.limit or None, "splits": args.splits or "all", "subset": "first N questions per db in bird/dev.json order",
         "model_load_s": load_s, "cold_first_question_s": first_question_s, "peak_rss_gb": round(peak_rss_gb, 3),
         "host_speed": host_speed,
         "summary": summary, "records": records,

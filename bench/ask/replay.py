@@ -52,11 +52,12 @@ def replay(record: dict, gold: dict, db, *, grounding: bool) -> bool:
         return False
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", required=True, help="a bench/ask.py output (JSON with 'records')")
     ap.add_argument("--out", default=str(common.result_path("ask", "replay")))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    run = common.Run(__spec__, argv)
     split = load_split()
     gold = {q["question_id"]: q for q in json.loads((DATA / "bird" / "dev.json").read_text())}
     records = json.loads(Path(args.records).read_text())["records"]
@@ -91,8 +92,7 @@ def main() -> None:
                           str(s["gained"]), str(s["lost"]))
     console = Console()
     console.print(table)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"records": args.records, "summary": summary}, indent=1))
+    run.save(args.out, {"records": args.records, "summary": summary})
     console.print(f"wrote {args.out}")
 
 

@@ -21,21 +21,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from bench import common
 from tagql.embeddings import make_embedder
 
-from bench import common
-
 DATA = common.DATA
-OUT = Path(__file__).resolve().parents[1] / "results" / "embed" / "backends.json"
+OUT = common.result_path("embed", "backends")
 VOCAB = 30522
 
 
@@ -92,7 +89,7 @@ def routing(embedders: dict, n_dbs: int, qpt: int, root: Path) -> dict:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--texts", type=int, default=1000)
     ap.add_argument("--single", type=int, default=100)
@@ -102,7 +99,8 @@ def main() -> None:
     ap.add_argument("--only-routing", action="store_true", help="skip the speed/fidelity part")
     ap.add_argument("--root", type=Path, default=Path("/tmp/tagql-embed-bench"))
     ap.add_argument("--out", type=Path, default=OUT)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    run = common.Run(__spec__, argv)
     if a.only_routing:
         from tagql.knowledge.static import load_static
 
@@ -115,11 +113,7 @@ def main() -> None:
             r = res[label]
             print(f"| {label} | {r['build_s']:.0f} | {r['spider']['db_r@1']} | {r['spider']['db_r@5']} |"
                   f" {r['spider']['table_r@5']} | {r['spider_syn']['db_r@1']} | {r['spider_syn']['db_r@5']} |")
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        out = a.out.with_name(a.out.stem + "_routing.json")
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-        out.write_text(json.dumps({"command": " ".join(sys.argv), "commit": commit, "load_avg": os.getloadavg(),
-                                   "date": time.strftime("%Y-%m-%d %H:%M"), "routing": res}, indent=1))
+        run.save(a.out.with_name(a.out.stem + "_routing.json"), {"routing": res})
         return
     texts = [q["question"] for q in json.loads((DATA / "spider" / "dev.json").read_text())][: a.texts]
     rows: dict[str, dict] = {}
@@ -153,11 +147,7 @@ def main() -> None:
         d = f"{r['distill_full_s_est']:.0f} s" if "distill_full_s_est" in r else "-"
         print(f"| {b} | {r['name']} | {r['load_s']:.2f} | {r['texts_per_s']:.0f} | {r['single_p50_ms']:.1f} |"
               f" {r['cos_mean']:.4f} / {r['cos_min']:.4f} | {100 * r['nn_agree']:.1f} % | {d} |")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({"command": " ".join(sys.argv), "commit": commit, "host": platform.platform(),
-                                 "load_avg": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M"),
-                                 "texts": len(texts), "backends": rows}, indent=1))
+    run.save(a.out, {"texts": len(texts), "backends": rows})
 
 
 if __name__ == "__main__":

@@ -12,13 +12,14 @@ cache adds download time). Writes ``bench/results/embed/install_size.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench import common
 
 CORE = ["sqlglot>=25", "sqlalchemy>=2.0", "typer>=0.12", "rich>=13", "pydantic>=2.6", "pydantic-settings>=2.3",
         "httpx>=0.27", "numpy>=1.26", "networkx>=3", "snowballstemmer>=2.2"]
@@ -35,7 +36,7 @@ OPTIONS = {
 # package data each option would add to tagql itself (MB): MiniLM's tokenizer.json for onnx and static; the
 # distilled static table (30,522 x 384) as float16 for static
 SHIPPED_MB = {"torch": 0.0, "onnx": 0.47, "static": 0.47 + 30522 * 384 * 2 / 1e6}
-OUT = Path(__file__).resolve().parents[1] / "results" / "embed" / "install_size.json"
+OUT = common.result_path("embed", "install_size")
 
 
 def du_mb(path: Path) -> float:
@@ -53,13 +54,14 @@ def pip(venv: Path, pkgs: list[str]) -> float:
     return time.perf_counter() - t
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--options", default=",".join(OPTIONS))
     ap.add_argument("--root", type=Path, default=Path("/tmp/tagql-install-size"))
     ap.add_argument("--keep", action="store_true", help="keep the virtual environments")
     ap.add_argument("--out", type=Path, default=OUT)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    run = common.Run(__spec__, argv)
     rows = {}
     for opt in ["base", *a.options.split(",")]:
         venv = a.root / opt
@@ -85,11 +87,7 @@ def main() -> None:
         if opt != "base":
             print(f"| {opt} | {' '.join(r['packages'])} | {r['delta_mb']:.0f} MB | {r['shipped_mb']:.1f} MB |"
                   f" {r['install_s']:.0f} s |")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({"command": " ".join(sys.argv), "commit": commit, "host": platform.platform(),
-                                 "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M"),
-                                 "options": rows}, indent=1))
+    run.save(a.out, {"python": platform.python_version(), "options": rows})
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import common
+
 CASES: dict[str, dict[str, str]] = {
     "sqlite": {
         "recursive CTE": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
@@ -90,9 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=float, default=2.0, help="statement timeout, seconds")
     ap.add_argument("--row-cap", type=int, default=1000)
     ap.add_argument("--dialects", default="sqlite,duckdb,postgres")
-    ap.add_argument("--out", default="bench/results/security/runaway.json")
+    ap.add_argument("--out", default=str(common.result_path("security", "runaway")))
     ap.add_argument("--one", nargs=3, metavar=("DIALECT", "TARGET", "CASE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    run = common.Run(__spec__, argv)
     if args.one:
         dialect, target, case = args.one
         print(json.dumps(one(dialect, target, CASES[dialect][case], args.limit, args.row_cap)))
@@ -104,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             if dialect not in found:
                 continue
             for case in CASES[dialect]:
-                proc = subprocess.run([sys.executable, __file__, "--limit", str(args.limit), "--row-cap",
+                proc = subprocess.run([sys.executable, "-m", "bench.security.runaway", "--limit", str(args.limit), "--row-cap",
                                        str(args.row_cap), "--one", dialect, found[dialect], case],
-                                      capture_output=True, text=True, timeout=max(60, args.limit * 20))
+                                      capture_output=True, text=True, timeout=max(60, args.limit * 20),
+                                      cwd=common.REPO)
                 try:
                     got = json.loads(proc.stdout.strip().splitlines()[-1])
                 except (IndexError, json.JSONDecodeError):
@@ -117,9 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(got)
                 print(f"{dialect:9} {case:40} {got['seconds']!s:>6} s  {got['peak_rss_mb']!s:>5} MB  "
                       f"{'ok ' if got['within'] else 'SLOW'} {got['outcome'][:90]}", flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "limit_s": args.limit,
-                                          "row_cap": args.row_cap, "cases": rows}, indent=1))
+    run.save(args.out, {"limit_s": args.limit, "row_cap": args.row_cap, "cases": rows})
     print(f"wrote {args.out}")
     return 0 if all(r["within"] and r["usable_after"] for r in rows) else 1
 

@@ -75,12 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     run = common.Run(__spec__, argv)
 
+    from tagql.config import load_settings
     from tagql.embeddings import make_embedder
     from tagql.llm import make_llm
     from tagql.tag.cache import OpCache
     from tagql.tag.operators import SemEngine, SemTable
 
-    llm, embedder = MemoLLM(make_llm(backend="local")), make_embedder()
+    llm, embedder = MemoLLM(make_llm(load_settings(), backend="local")), make_embedder()
     records: list[dict[str, Any]] = []
     sets = criteria(args.only)
     print(f"{'filter':<62} {'method':<9} {'inputs':>6} {'calls':>5} {'acc':>6} {'agree':>6} {'s':>6}")

@@ -199,11 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     run = common.Run(__spec__, argv)
     variants = [v for v in args.variants.split(",") if v]
 
+    from tagql.config import load_settings
     from tagql.llm import make_llm
     from tagql.tag.cache import OpCache
     from tagql.tag.operators import SemEngine, fill
 
-    llm = make_llm(backend="local")
+    llm = make_llm(load_settings(), backend="local")
     records: list[dict] = []
     for db, column, instruction, values, gold in criteria(args.criteria):
         probs: list[float] = []

@@ -29,11 +29,11 @@ import time
 
 from scipy.stats import spearmanr
 
+from bench import common
+from tagql.config import load_settings
 from tagql.llm import make_llm
 from tagql.tag.cache import OpCache
 from tagql.tag.operators import SemEngine
-
-from bench import common
 
 # (instruction, field, {item: true value}); true values: 2020 US census (millions of people), Pauling
 # electronegativity, founding years of the publishers, longitudes of city centres (degrees east), the
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(common.result_path("tag", "lm_numbers")))
     args = ap.parse_args(argv)
     run = common.Run(__spec__, argv)
-    llm = make_llm()
+    llm = make_llm(load_settings())
     variants = [(st, rec) for st in args.styles.split(",") for rec in args.records.split(",")]
     names = [f"{st}/{rec}" for st, rec in variants]
     records = []

@@ -140,9 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     heroes, powers = load()
     out = {"counts": run_modes(counting_llm, heroes, powers, real=False, sample=len(heroes))}
     if args.real:
+        from tagql.config import load_settings
         from tagql.llm import make_llm
 
-        model = make_llm(backend="local")
+        model = make_llm(load_settings(), backend="local")
         out["model"] = model.name
         out["real"] = run_modes(lambda: model, heroes, powers, real=True, sample=args.sample,
                                 topk=args.real_topk)

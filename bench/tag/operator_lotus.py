@@ -371,9 +371,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--filters: choose from {', '.join(FILTERS)}")
 
     if args.check_lotus:
+        from tagql.config import load_settings
         from tagql.llm import make_llm
 
-        print(json.dumps(check_lotus(make_llm(backend="local").path)))
+        print(json.dumps(check_lotus(make_llm(load_settings(), backend="local").path)))
         return 0
 
     rows, population = load(args.rows)
@@ -395,9 +396,10 @@ def main(argv: list[str] | None = None) -> int:
         out["model"] = "scripted (labels; accuracy 1 by construction)"
         methods = [m for m in methods if m != "lotus"]
     else:
+        from tagql.config import load_settings
         from tagql.llm import make_llm
 
-        model = make_llm(backend="local")
+        model = make_llm(load_settings(), backend="local")
         make = lambda: model
         out["n_threads"] = getattr(model, "n_threads", None)
         out["model"] = model.name

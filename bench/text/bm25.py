@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shlex
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -181,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-routing", action="store_true", help="skip the Spider routing figures")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    started, given = time.time(), list(sys.argv[1:] if argv is None else argv)
+    run = common.Run(__spec__, argv)
     import bm25s
 
     results: dict = {"bm25s_version": bm25s.__version__, "agreement": {}, "speed": {}, "figures": {}}
@@ -237,13 +234,7 @@ def main(argv: list[str] | None = None) -> None:
         for m, sets in f.get("routing", {}).items():
             line += f"; {m} R@1 {sets['spider']['db_r@1']} / Syn {sets['spider_syn']['db_r@1']}"
         print(line)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=common.REPO, capture_output=True, text=True).stdout
-    results["run"] = {"command": " ".join(["python", "-m", "bench.text.bm25", *map(shlex.quote, given)]),
-                      "commit": commit.strip(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
-                      "seconds": round(time.time() - started, 1), "load_avg": [round(x, 2) for x in os.getloadavg()],
-                      "cpus": os.cpu_count()}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2))
+    run.save(args.out, results, indent=2)
     print(f"wrote {args.out}", file=sys.stderr)
 
 

@@ -209,6 +209,13 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
 
 
+def default_settings() -> Settings:
+    """The built-in defaults, ignoring the environment and the config file. A stage given no settings
+    uses these: only entry points (the public API, the CLI, the service, benchmarks) read the
+    environment, so a library call never changes behaviour because of a variable it cannot see."""
+    return Settings.model_construct()
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Build the settings, turning validation problems into one-line ``ConfigError``s."""
     try:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tagql.config import Settings, for_tag, load_settings
+from tagql.config import Settings, default_settings, for_tag
 from tagql.db.connection import Database
 from tagql.db.schema import Schema
 from tagql.embeddings import Embedder, Progress, make_embedder
@@ -44,7 +44,7 @@ class TagQL:
         self.examples = examples  # verified question -> SQL pairs of this database (few-shot, most similar)
         self.example_k = example_k
         self.llm = llm
-        self.settings = settings or load_settings()
+        self.settings = settings or default_settings()
         self._embedder = embedder
         self.knowledge = knowledge
         self.knowledge_k = knowledge_k

@@ -42,9 +42,9 @@ def _part_files() -> list[Path]:
 def model_dir(cache_dir: Path | None = None) -> Path:
     """The extracted model directory (joined and extracted on first use)."""
     if cache_dir is None:
-        from tagql.config import load_settings
+        from tagql.config import user_cache_dir
 
-        cache_dir = Path(load_settings().cache_dir)
+        cache_dir = user_cache_dir()
     target = Path(cache_dir) / "models" / NAME
     if (target / "model.safetensors").exists():
         return target

@@ -554,9 +554,9 @@ def open_store(path: str | Path, **kw: Any) -> KnowledgeBase:
 def default_store_path(db_name: str, settings: Any = None) -> Path:
     """Where ``tagql knowledge add --db X`` keeps X's statements by default."""
     if settings is None:
-        from tagql.config import load_settings
+        from tagql.config import default_settings
 
-        settings = load_settings()
+        settings = default_settings()
     return Path(settings.knowledge_dir) / f"{db_name}.kb"
 
 

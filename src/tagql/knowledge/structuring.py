@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from tagql.knowledge.canon import PLACEHOLDER, canonicalise
 from tagql.knowledge.statements import StatementError, Structured, parse_structured
 from tagql.knowledge.validate import snippet_problem
+from tagql.templates import load_templates
 
 NOT_APPLICABLE = "NOT APPLICABLE"
 
@@ -27,33 +28,18 @@ class Exemplar:
     structured: str
 
 
-# The paper's four categories, two each: cryptic names, coded values, formats, formulas.
-DEFAULT_EXEMPLARS: tuple[Exemplar, ...] = (
-    Exemplar("A12 is the unemployment rate 1995", "'unemployment rate 1995' refers to district.A12"),
-    Exemplar("the location of a circuit is given by lat and lng",
-             "'location of circuit' refers to circuits.lat, circuits.lng"),
-    Exemplar("female is also represented as 'F'", "'female' refers to Patient.SEX = 'F'"),
-    Exemplar("non-carcinogenic molecules have label '-'", "'non-carcinogenic molecules' refers to molecule.label = '-'"),
-    Exemplar("patient born between Year 1930 to 1940 represents Birthday BETWEEN the dates '1930-12-31' AND '1940-01-01'",
-             "'patient born between year 100 and 100' refers to STRFTIME('%Y', Patient.Birthday) BETWEEN '100' AND '100'"),
-    Exemplar("September 2013 is stored as '201309' in the date column",
-             "'September 100' refers to yearmonth.Date = '100'"),
-    Exemplar("normal C3 means C3 > 35", "'normal C3' refers to Laboratory.C3 > 35"),
-    Exemplar("age = current year - year of birthday",
-             "'age' refers to STRFTIME('%Y', CURRENT_TIMESTAMP) - STRFTIME('%Y', Patient.Birthday)"),
-)
+# The paper's prompt and its default exemplars (four categories, two each): prompts.toml beside this module.
+_PROMPTS = load_templates("tagql.knowledge")
+DEFAULT_EXEMPLARS: tuple[Exemplar, ...] = tuple(Exemplar(e["nl"], e["structured"]) for e in _PROMPTS["exemplars"])
 
-SYSTEM = (
-    "You are a database administrator. You have been given a few examples of domain statements and their "
-    "corresponding templatized domain statements. The domain statements are for the database {db} whose "
-    "schema is provided below:\n{schema}\n\n"
-    "For the given domain statement, you need to create a templatized statement. Provide the statement in one "
-    "sentence only. Generate the templatized domain statement in the following form: 'Relevant text component' "
-    "refers to corresponding SQL syntax. Use table.column names of the schema above. Replace numbers and dates "
-    f"in the text component by {PLACEHOLDER}. If the statement is not about this database, answer "
-    f"{NOT_APPLICABLE}."
-)
-USER = "Domain Statement: {nl}\nTemplatized Domain Statement:"
+
+def system_prompt(db_name: str, schema_prompt: str) -> str:
+    return _PROMPTS.render("system", db=db_name, schema=schema_prompt, placeholder=PLACEHOLDER,
+                           not_applicable=NOT_APPLICABLE)
+
+
+def user_prompt(nl: str) -> str:
+    return _PROMPTS.render("user", nl=nl)
 
 
 def exemplars_from_json(text: str) -> list[Exemplar]:
@@ -85,10 +71,10 @@ def build_messages(nl: str, schema_prompt: str, db_name: str, exemplars: tuple[E
     one statement instead of continuing the list of examples)."""
     from tagql.llm.base import Message, system, user
 
-    msgs = [system(SYSTEM.format(db=db_name, schema=schema_prompt))]
+    msgs = [system(system_prompt(db_name, schema_prompt))]
     for e in exemplars:
-        msgs += [user(USER.format(nl=e.nl)), Message("assistant", e.structured)]
-    return msgs + [user(USER.format(nl=nl))]
+        msgs += [user(user_prompt(e.nl)), Message("assistant", e.structured)]
+    return msgs + [user(user_prompt(nl))]
 
 
 _NUM = re.compile(r"\d+(?:[.:/\-]\d+)*")

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from tagql.config import LLMSettings, Settings, load_settings
+from tagql.config import LLMSettings, Settings, default_settings
 from tagql.llm.base import LLM, Completion, Message, Usage, system, user
 from tagql.llm.model_pack import PACKS, REQUANTIZED, resolve_model_path
 
@@ -20,8 +20,10 @@ def make_llm(
     progress: Callable[[int, int], None] | None = None,
     cache_dir: os.PathLike[str] | str | None = None,
 ) -> LLM:
-    """Build the configured model. ``backend`` overrides the configured one (``local`` / ``openai``)."""
-    full = settings if isinstance(settings, Settings) else load_settings()
+    """Build the configured model. ``backend`` overrides the configured one (``local`` / ``openai``).
+    With no settings (or only ``LLMSettings``) the rest comes from the built-in defaults, not the
+    environment: entry points pass ``load_settings()``."""
+    full = settings if isinstance(settings, Settings) else default_settings()
     cfg = settings if isinstance(settings, LLMSettings) else full.llm
     chosen = backend or cfg.backend
     if chosen == "openai":

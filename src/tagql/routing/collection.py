@@ -26,7 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tagql.config import Settings, load_settings
+from tagql.config import Settings, default_settings
 from tagql.db import open_database
 from tagql.db.schema import Schema
 from tagql.errors import DatabaseNotFound, NotADatabase, TagqlError
@@ -75,7 +75,7 @@ def fingerprint(schema: Schema) -> str:
 def collection_dir(name: str, settings: Settings | None = None) -> Path:
     if not _NAME.match(name):
         raise BadSource(f"invalid collection name '{name}'", "use letters, digits, '_', '-' and '.'")
-    return (settings or load_settings()).collections_dir / name
+    return (settings or default_settings()).collections_dir / name
 
 
 class Collection:

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 
 from tagql.llm.base import Message, system, user
 from tagql.routing.candidate import Candidate
+from tagql.templates import load_templates
 
 if TYPE_CHECKING:
     from tagql.routing.collection import Collection
 
-_SYSTEM = "You are an expert SQL writer. Answer with SQLite SQL only, no explanation."
+_PROMPTS = load_templates("tagql.routing")  # prompts.toml beside this module
 
 
 def schema_block(collection: Collection, cand: Candidate, *, samples: bool = True) -> str:
@@ -28,19 +29,16 @@ def schema_block(collection: Collection, cand: Candidate, *, samples: bool = Tru
 
 def best_schema_messages(question: str, collection: Collection, cand: Candidate) -> list[Message]:
     """The basic prompt (paper Figure 5) on the router's top schema."""
-    return [system(_SYSTEM),
-            user(f"{schema_block(collection, cand)}\n\n-- Using valid SQLite, answer the following question "
-                 f"for the tables provided above.\n-- Question: {question}\nSELECT")]
+    return [system(_PROMPTS["system"]),
+            user(_PROMPTS.render("best_schema", schema=schema_block(collection, cand), question=question))]
 
 
 def multi_schema_messages(question: str, collection: Collection, cands: Sequence[Candidate], n: int = 3
                           ) -> list[Message]:
     """Several candidate schemas concatenated; the SQL must use one database, named on the first line."""
     blocks = "\n\n".join(schema_block(collection, c, samples=False) for c in cands[:n])
-    return [system(_SYSTEM),
-            user(f"{blocks}\n\n-- The tables above come from {min(n, len(cands))} databases. Using valid SQLite "
-                 f"and the tables of ONE database, answer the question.\n-- Question: {question}\n"
-                 "-- Reply as:\n-- database: <name>\nSELECT ...")]
+    return [system(_PROMPTS["system"]),
+            user(_PROMPTS.render("multi_schema", schemas=blocks, n=min(n, len(cands)), question=question))]
 
 
 def multi_schema_cot_messages(question: str, collection: Collection, cands: Sequence[Candidate], n: int = 3
@@ -48,10 +46,8 @@ def multi_schema_cot_messages(question: str, collection: Collection, cands: Sequ
     """Paper Figure 6: first pick the most relevant candidate schema, then write the SQL."""
     blocks = "\n\n".join(f"# Schema {i}\n{schema_block(collection, c, samples=False)}"
                          for i, c in enumerate(cands[:n], 1))
-    return [system("You are an expert SQL writer."),
-            user(f"{blocks}\n\nQuestion: {question}\n"
-                 "First decide which schema can answer the question, then write one SQLite query on it.\n"
-                 "Reply exactly as:\nReasoning: <one sentence>\nSchema: <number>\nSQL: <query>")]
+    return [system(_PROMPTS["cot_system"]),
+            user(_PROMPTS.render("multi_schema_cot", schemas=blocks, question=question))]
 
 
 def parse_routed_sql(text: str, cands: Sequence[Candidate]) -> tuple[str | None, str]:
