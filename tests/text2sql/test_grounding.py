@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
-from tagql.db import open_database
 from tagql.text2sql.grounding import (
     repair_aggregated_column,
     repair_counted_table,
@@ -19,21 +18,6 @@ from tagql.text2sql.grounding import (
     repair_value_by_join,
 )
 from tagql.text2sql.query import prepare_sql
-
-
-@pytest.fixture(scope="module")
-def hero(demo_db_path):
-    return open_database(demo_db_path)
-
-
-@pytest.fixture(scope="module")
-def club(shared_data):
-    return open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
-
-
-@pytest.fixture(scope="module")
-def tox(shared_data):
-    return open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
 
 
 def apply(fn, sql: str, *args) -> tuple[str, list[str]]:

@@ -1,0 +1,163 @@
+"""Question-driven repairs of generated SQL (text2sql/repair.py): what the question names is what the
+query counts, orders by, restricts to and bounds; queries the question does not ask to change are kept."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+
+from tagql.text2sql.query import prepare_sql
+
+
+@pytest.mark.parametrize("question, sql, note", [
+    # seen on the TAG dev set: atoms counted for "how many molecules"
+    ("How many molecules contain at least one halogen atom?",
+     "SELECT COUNT(DISTINCT atom_id) FROM atom WHERE element IN ('cl', 'br', 'i', 'f')",
+     "COUNT(DISTINCT atom_id) -> COUNT(DISTINCT atom.molecule_id) (the question counts molecules)"),
+    # a join that repeats each molecule once per chlorine atom: the molecule table's own key is counted
+    ("How many molecules contain chlorine?",
+     "SELECT COUNT(*) FROM atom AS T1 JOIN molecule AS T2 ON T1.molecule_id = T2.molecule_id WHERE T1.element = 'cl'",
+     "COUNT(*) -> COUNT(DISTINCT T2.molecule_id) (the question counts molecules)"),
+])
+def test_a_count_counts_what_the_question_names(tox, question, sql, note):
+    repairs: list[str] = []
+    fixed = prepare_sql(sql, tox, repairs=repairs, question=question)
+    assert repairs == [note]
+    gold = ("SELECT COUNT(DISTINCT molecule_id) FROM atom WHERE element IN ('cl', 'br', 'i', 'f')"
+            if "halogen" in question else
+            "SELECT COUNT(*) FROM molecule WHERE molecule_id IN (SELECT molecule_id FROM atom WHERE element = 'cl')")
+    assert tox.execute(fixed).rows == tox.execute(gold).rows != tox.execute(sql).rows
+
+
+@pytest.mark.parametrize("question, sql", [
+    ("How many atoms does TR006 have?", "SELECT COUNT(atom_id) FROM atom WHERE molecule_id = 'TR006'"),
+    ("How many molecules per label?", "SELECT label, COUNT(*) FROM molecule GROUP BY label"),  # per group
+    ("How many carcinogenic ones are there?", "SELECT COUNT(*) FROM molecule WHERE label = '+'"),  # no such noun
+    # the one table counted by its rows: its own key would count the same
+    ("How many bonds does TR006 have?", "SELECT COUNT(*) FROM bond WHERE molecule_id = 'TR006'"),
+])
+def test_counts_that_already_count_the_named_thing_are_kept(tox, question, sql):
+    repairs: list[str] = []
+    assert prepare_sql(sql, tox, repairs=repairs, question=question) == sql and repairs == []
+
+
+def test_a_length_ordering_the_question_states_orders_the_ranked_rows(hero):
+    """Two-step ranking: the SQL keeps "the 5 lightest" and drops "names from shortest to longest";
+    the ranking becomes a subquery ordered by name length (BIRD superhero: Yoda, Krypto, ...)."""
+    notes: list[str] = []
+    sql = prepare_sql("SELECT superhero_name FROM superhero WHERE weight_kg > 0 ORDER BY weight_kg ASC LIMIT 5", hero,
+                      repairs=notes, question="Of the 5 lightest superheroes with a known weight above 0, list "
+                                              "their superhero names from shortest to longest name.")
+    assert [r[0] for r in hero.execute(sql).rows] == ["Yoda", "Krypto", "Galactus", "Jack-Jack", "Howard the Duck"]
+    assert notes == [("ordered the ranked rows by LENGTH(superhero_name) ASC "
+                      "(the question: 'names from shortest to longest name')")]
+    notes = []
+    sql = prepare_sql("SELECT superhero_name FROM superhero WHERE race_id = 1", hero, repairs=notes,
+                      question="List their names, longest name first.")
+    lengths = [len(r[0]) for r in hero.execute(sql).rows]
+    assert lengths == sorted(lengths, reverse=True) and len(notes) == 1
+
+
+@pytest.mark.parametrize("question, sql", [
+    ("List the rivers, longest rivers first.", "SELECT superhero_name FROM superhero ORDER BY height_cm DESC"),
+    ("List the names from shortest to longest hero.", "SELECT superhero_name FROM superhero ORDER BY height_cm"),
+    ("Names from shortest to longest.", "SELECT superhero_name FROM superhero ORDER BY LENGTH(superhero_name)"),
+    ("Names from shortest to longest.", "SELECT superhero_name, full_name FROM superhero LIMIT 3"),
+])
+def test_length_orderings_the_question_does_not_ask_for_or_the_sql_has_are_kept(hero, question, sql):
+    notes: list[str] = []
+    prepare_sql(sql, hero, repairs=notes, question=question)
+    assert notes == []
+
+
+def test_a_calendar_month_order_sorts_by_the_month_of_the_date(club):
+    notes: list[str] = []
+    sql = prepare_sql("SELECT event_name FROM event WHERE event_name LIKE '% Meeting' ORDER BY event_date", club,
+                      repairs=notes, question="List the monthly meetings in calendar-month order, January first.")
+    months = [club.execute(f"SELECT STRFTIME('%m', event_date) FROM event WHERE event_name = '{n}'").rows[0][0]
+              for (n,) in club.execute(sql).rows]
+    assert months == sorted(months) and months[0] == "01"
+    assert notes == ["ORDER BY event_date -> ORDER BY STRFTIME('%m', event_date) (the question orders by calendar month)"]
+    notes = []
+    prepare_sql("SELECT event_name FROM event ORDER BY event_date", club, repairs=notes,
+                question="List the events from oldest to newest.")
+    assert notes == []
+
+
+@pytest.mark.parametrize("order", ["STRFTIME('%Y-%m', event_date)", "strftime('%Y-%m-%d', event.event_date) ASC"])
+def test_a_calendar_month_order_drops_the_year_from_a_strftime_format(club, order):
+    notes: list[str] = []
+    sql = prepare_sql(f"SELECT event_name FROM event WHERE event_name LIKE '% Speaker' ORDER BY {order}", club,
+                      repairs=notes, question="List the 'Speaker' events in calendar-month order, January first.")
+    names = [n for (n,) in club.execute(sql).rows]
+    assert names[:2] == ["January Speaker", "February Speaker"] and names[-1] == "November Speaker"
+    assert len(notes) == 1 and "(the question orders by calendar month)" in notes[0]
+    notes = []
+    prepare_sql(f"SELECT event_name FROM event ORDER BY {order}", club, repairs=notes,
+                question="List the events from oldest to newest.")
+    assert notes == []
+
+
+def test_values_the_question_lists_restrict_a_query_that_ignores_them(tox, club):
+    from tagql.text2sql.repair import repair_listed_values
+
+    q = "Rank the elements c, n, o and f by electronegativity, highest first."
+    tree = sqlglot.parse_one("SELECT element FROM atom ORDER BY LM_NUMBER('the electronegativity of {element}', "
+                             "element) DESC", read="sqlite")
+    notes = repair_listed_values(tree, tox, q)
+    assert notes and "atom.element IN ('c', 'n', 'o', 'f')" in tree.sql()
+    # quoted items; the last item's trailing words ("by their ...") are not part of the value
+    tree = sqlglot.parse_one("SELECT major_name FROM major", read="sqlite")
+    repair_listed_values(tree, club, "Rank the majors 'Economics', 'Physics' and 'Music' by their popularity.")
+    assert "major.major_name IN ('Economics', 'Physics', 'Music')" in tree.sql()
+
+
+@pytest.mark.parametrize("sql, question", [
+    # the query already uses the listed values
+    ("SELECT COUNT(*) FROM atom WHERE element IN ('c', 'n')", "How many atoms are c, n or o?"),
+    # an item the column does not store: not a list of its values
+    ("SELECT element FROM atom", "Are there more atoms of c, n or metalloids?"),
+    # no enumeration
+    ("SELECT element FROM atom", "Which elements are halogens? Answer 'yes' or 'no'."),
+])
+def test_listed_values_leave_other_queries_alone(tox, sql, question):
+    from tagql.text2sql.repair import repair_listed_values
+
+    tree = sqlglot.parse_one(sql, read="sqlite")
+    before = tree.sql()
+    assert repair_listed_values(tree, tox, question) == [] and tree.sql() == before
+
+
+@pytest.mark.parametrize("where, question, expected", [
+    # words = spaces + 1: "two or more" is >= 2, not > 2
+    ("LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 > 2", "names of two or more words",
+     "LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 >= 2"),
+    # spaces only: "more than three words" is more than two spaces
+    ("LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) > 3", "titles of more than three words",
+     "LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) > 2"),
+    ("2 < LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1", "at least 2 words",
+     "LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 >= 2"),
+    ("LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 < 2", "names of at most two words",
+     "LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 <= 2"),
+])
+def test_word_count_bounds_follow_the_question(where, question, expected):
+    from tagql.text2sql.repair import repair_word_count
+
+    tree = sqlglot.parse_one(f"SELECT n FROM t WHERE {where}", read="sqlite")
+    notes = repair_word_count(tree, question)
+    assert notes and tree.args["where"].this.sql() == expected
+
+
+@pytest.mark.parametrize("where, question", [
+    ("LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) >= 3", "titles of more than three words"),  # already right
+    ("LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 < 3", "names of at most two words"),  # < 3 is <= 2
+    ("LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 > 2", "names of one word or several words"),  # no bound stated
+    ("LENGTH(n) > 2", "names of two or more words"),  # not a word count
+    ("LENGTH(n) - LENGTH(REPLACE(n, '-', '')) + 1 > 2", "names of two or more words"),  # counts hyphens
+])
+def test_word_count_repair_leaves_other_comparisons_alone(where, question):
+    from tagql.text2sql.repair import repair_word_count
+
+    tree = sqlglot.parse_one(f"SELECT n FROM t WHERE {where}", read="sqlite")
+    before = tree.sql()
+    assert repair_word_count(tree, question) == [] and tree.sql() == before
