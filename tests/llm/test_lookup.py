@@ -147,6 +147,7 @@ def test_looping_detects_a_repeated_block_at_the_end(tokens, expected) -> None:
     assert looping(tokens) is expected
 
 
+@pytest.mark.model
 def test_a_looping_generation_stops_early_on_the_real_model() -> None:
     """Greedy decoding that falls into a loop stops after ~32 tokens, in both decoders and under a grammar."""
     from tagql.config import load_settings
