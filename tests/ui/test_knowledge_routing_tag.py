@@ -95,6 +95,13 @@ def test_pick_a_routed_candidate(make_server: Any, open_page: Any, shared_data: 
     stored = [server.store.answer(i) for i in _answer_ids(server)]
     assert [(a["database"], a["picked"]) for a in stored] == [("superhero", "superhero")]
     w.shot("routing-picked")
+    # the answer lists the candidates it was routed among; another pick re-asks on that database
+    turn.get_by_text("Routed among 2 candidates").click()
+    turn.get_by_role("button", name="Answer on concert_singer instead").click()
+    turn.locator(".stages li", has_text="done").wait_for()
+    assert table_rows(turn) == [["6"]]
+    stored = sorted((a["database"], a["picked"]) for a in map(server.store.answer, _answer_ids(server)))
+    assert stored == [("concert_singer", "concert_singer"), ("superhero", "superhero")]
     assert w.foreign_requests() == [] and w.errors == []
 
 
@@ -129,9 +136,10 @@ def test_a_wrong_answer_puts_its_phrase_on_the_unresolved_queue(server: Server, 
     turn = ask(w.page, "How many tall heroes are there?")
     turn.get_by_role("button", name="Not correct").click()
     turn.get_by_text("Not correct: thank you.").wait_for()
-    k = open_page(server.url, "/knowledge?database=superhero")
+    k = open_page(server.url, "/knowledge?database=superhero", width=390, height=844)
     item = k.page.locator("#unresolved > li", has_text="tall")
     item.wait_for()
+    assert k.page.evaluate("document.documentElement.scrollWidth") <= 390  # tables scroll inside their box
     assert "How many tall heroes are there?" in item.text_content() and "1 question" in item.text_content()
     item.get_by_role("button", name="Write a statement for this").click()
     phrase = k.page.get_by_label("Phrase users say").input_value()

@@ -258,13 +258,14 @@ class Turn {
 
   pick(database) {
     // the pick is sent with the question again; the server answers on it and records it with the answer
-    for (const el of [this.error, this.routing, this.progress, this.knowledge, this.plan, this.result, this.chart, this.feedback]) {
+    for (const el of [this.stages, this.error, this.routing, this.progress, this.knowledge, this.plan, this.result, this.chart, this.feedback]) {
       el.replaceChildren();
     }
     this.error.hidden = true;
     this.answerText.textContent = "";
     this.meta.textContent = "";
     this.sqlBox.value = "";
+    this.progressBars = {};
     this.stage("pick", `picked ${database}`);
     this.run({ pick: database });
   }
