@@ -135,6 +135,9 @@ class ServiceSettings(BaseModel):
     # answers, feedback, verified examples and token hashes; "" = SQLite at <config dir>/service.sqlite;
     # a postgresql:// URL lets several replicas share one state
     state_url: str = ""
+    # where the registered databases' statements live: "files" = <knowledge_dir>/<name>.kb (shared with
+    # `tagql knowledge`), "state" = the state store's tables (replicas share them; seeded once from the file)
+    knowledge: Literal["files", "state"] = "files"
     queue_size: int = 8  # questions waiting for or running on the model; one more gets 429
     workers: int = 1  # questions answered at once (1 for the embedded model; more for an endpoint)
     retry_after_s: int = 5  # the Retry-After a 429 carries

@@ -251,18 +251,11 @@ class KnowledgeBase:
             return []
         emb = self.embedder.embed([canonicalise(r[0]) for r in rows])
         now = time.time()
-        with self._write() as c:
-            rev = c.bump()
-            ids = []
-            for (text, sql, nl, status, reason), e in zip(rows, emb):
-                cur = c.execute(
-                    "INSERT INTO statements (nl, text, sql, status, reason, author, created_at, updated_at, rev,"
-                    " embed_model, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (nl, text, sql, status, reason, author, now, now, rev, self.embedder.name,
-                     np.asarray(e, dtype=np.float32).tobytes()),
-                )
-                ids.append(int(cur.lastrowid))
-        return ids
+        return self._insert([{"nl": nl, "text": text, "sql": sql, "status": status, "reason": reason,
+                              "author": author, "created_at": now, "updated_at": now,
+                              "embed_model": self.embedder.name,
+                              "embedding": np.asarray(e, dtype=np.float32).tobytes()}
+                             for (text, sql, nl, status, reason), e in zip(rows, emb)])
 
     def add_structured(self, statements: Iterable[str], *, status: str = "approved", author: str = "",
                        validate: bool = True) -> list[int]:
@@ -290,9 +283,7 @@ class KnowledgeBase:
 
     def set_exemplars(self, exemplars: Sequence[Any]) -> None:
         """Per-database few-shot exemplars for structuring (objects with .nl and .structured)."""
-        data = json.dumps([{"nl": e.nl, "structured": e.structured} for e in exemplars])
-        with self._write() as c:
-            c.execute("INSERT OR REPLACE INTO meta VALUES ('exemplars', ?)", (data,))
+        self._set_meta("exemplars", json.dumps([{"nl": e.nl, "structured": e.structured} for e in exemplars]))
 
     def exemplars(self) -> list[Any]:
         from tagql.knowledge.structuring import DEFAULT_EXEMPLARS, exemplars_from_json
@@ -321,13 +312,10 @@ class KnowledgeBase:
         vals = self._checked(new_text, new_sql, nl if nl is not None else old.nl,
                              status or old.status, reason if reason is not None else old.reason)
         emb = self.embedder.embed([canonicalise(new_text)])[0] if new_text != old.text else None
-        with self._write() as c:
-            rev = c.bump()
-            c.execute("UPDATE statements SET text=?, sql=?, nl=?, status=?, reason=?, updated_at=?, rev=? WHERE id=?",
-                      (*vals[:2], vals[2], vals[3], vals[4], time.time(), rev, sid))
-            if emb is not None:
-                c.execute("UPDATE statements SET embedding=?, embed_model=? WHERE id=?",
-                          (np.asarray(emb, dtype=np.float32).tobytes(), self.embedder.name, sid))
+        fields: dict[str, Any] = dict(zip(("text", "sql", "nl", "status", "reason"), vals))
+        if emb is not None:
+            fields |= {"embedding": np.asarray(emb, dtype=np.float32).tobytes(), "embed_model": self.embedder.name}
+        self._update([(sid, fields)])
         return self.get(sid)
 
     def check(self, database: Any = None, progress: Any = None,
@@ -353,11 +341,7 @@ class KnowledgeBase:
             if _reason_key(reason) != _reason_key(st.reason):
                 changed.append((st, reason))
         if changed:
-            now = time.time()
-            with self._write() as c:
-                rev = c.bump()
-                for st, reason in changed:
-                    c.execute("UPDATE statements SET reason=?, updated_at=?, rev=? WHERE id=?", (reason, now, rev, st.id))
+            self._update([(st.id, {"reason": reason}) for st, reason in changed])
         return changed
 
     def set_status(self, sid: int, status: str, reason: str | None = None) -> Statement:
@@ -371,26 +355,18 @@ class KnowledgeBase:
 
     def delete(self, sid: int) -> None:
         self.get(sid)
-        with self._write() as c:
-            rev = c.bump()
-            c.execute("DELETE FROM statements WHERE id = ?", (sid,))
-            c.execute("INSERT INTO deleted VALUES (?, ?)", (sid, rev))
+        self._delete(sid)
 
     # -- reading ---------------------------------------------------------------------------------
     def get(self, sid: int) -> Statement:
-        r = self._conn().execute(f"SELECT {_COLS} FROM statements WHERE id = ?", (sid,)).fetchone()
-        if r is None:
+        rows = self._select(sid=sid)
+        if not rows:
             raise KnowledgeStoreError(f"no statement with id {sid} in {self.path}")
-        return _row(r)
+        return _row(rows[0])
 
     def list(self, status: str | Sequence[str] | None = None) -> list[Statement]:
-        if status is None:
-            rows = self._conn().execute(f"SELECT {_COLS} FROM statements ORDER BY id").fetchall()
-        else:
-            sts = [status] if isinstance(status, str) else list(status)
-            q = f"SELECT {_COLS} FROM statements WHERE status IN ({','.join('?' * len(sts))}) ORDER BY id"
-            rows = self._conn().execute(q, sts).fetchall()
-        return [_row(r) for r in rows]
+        statuses = None if status is None else [status] if isinstance(status, str) else list(status)
+        return [_row(r) for r in self._select(statuses=statuses)]
 
     def count(self) -> dict[str, int]:
         rows = self._conn().execute("SELECT status, COUNT(*) FROM statements GROUP BY status").fetchall()
@@ -408,6 +384,44 @@ class KnowledgeBase:
         finally:
             c.execute("COMMIT")
         return cur, rows, gone
+
+    # -- storage: the few primitives above use (a store in other tables overrides exactly these) -----
+    def _insert(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Insert statement rows (every column but id and rev) at one new revision; their ids."""
+        with self._write() as c:
+            rev = c.bump()
+            cols = [*rows[0], "rev"]
+            sql = f"INSERT INTO statements ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+            return [int(c.execute(sql, (*row.values(), rev)).lastrowid) for row in rows]
+
+    def _update(self, changes: list[tuple[int, dict[str, Any]]]) -> None:
+        """Set columns of statements (``updated_at`` too), all at one new revision."""
+        now = time.time()
+        with self._write() as c:
+            rev = c.bump()
+            for sid, fields in changes:
+                sets = ", ".join(f"{name}=?" for name in fields)  # column names from this module only
+                c.execute(f"UPDATE statements SET {sets}, updated_at=?, rev=? WHERE id=?",
+                          (*fields.values(), now, rev, sid))
+
+    def _delete(self, sid: int) -> None:
+        with self._write() as c:
+            rev = c.bump()
+            c.execute("DELETE FROM statements WHERE id = ?", (sid,))
+            c.execute("INSERT INTO deleted VALUES (?, ?)", (sid, rev))
+
+    def _set_meta(self, key: str, value: str) -> None:
+        with self._write() as c:
+            c.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def _select(self, *, sid: int | None = None, statuses: Sequence[str] | None = None) -> list[Sequence[Any]]:
+        """Rows of ``_COLS`` by id order: one statement, those with a status in ``statuses``, or all."""
+        if sid is not None:
+            return self._conn().execute(f"SELECT {_COLS} FROM statements WHERE id = ?", (sid,)).fetchall()
+        if statuses is None:
+            return self._conn().execute(f"SELECT {_COLS} FROM statements ORDER BY id").fetchall()
+        q = f"SELECT {_COLS} FROM statements WHERE status IN ({','.join('?' * len(statuses))}) ORDER BY id"
+        return self._conn().execute(q, list(statuses)).fetchall()
 
     def retriever(self, method: str | Method = DEFAULT_METHOD, *, statuses: Sequence[str] = ("approved",),
                   k: int = DEFAULT_K, auto_k: bool = False, cache_dir: Path | None = None,

@@ -246,7 +246,8 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
     if not is_loopback(host) and not store.has_tokens():
         raise ServiceError(f"refusing to serve on {host} without tokens",
                            "create one with: tagql token create NAME --role admin (or bind to 127.0.0.1)")
-    registry = registry or Registry(settings, databases=conf.databases, collections=conf.collections, llm=llm)
+    registry = registry or Registry(settings, databases=conf.databases, collections=conf.collections, llm=llm,
+                                    knowledge_engine=store.engine if conf.knowledge == "state" else None)
     for session in registry.sessions.values():  # verified examples reach the SQL prompt, read at each question
         session.use_examples(lambda name: latest_examples(store.verified_examples(name)))
     service = Service(settings, registry, store)
@@ -478,7 +479,8 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
     # -- knowledge (expert adds, reviewer approves) ---------------------------------------------------
 
     def knowledge_base(name: str, create: bool = False) -> Any:
-        return service.registry.get(name, "database").knowledge_base(create=create)
+        service.registry.get(name, "database")
+        return service.registry.knowledge_base(name, create=create)
 
     @app.get("/v1/databases/{name}/statements", summary="A database's domain statements (with review state)")
     def statements(name: str, _who: Reader, status: str | None = None) -> dict[str, Any]:

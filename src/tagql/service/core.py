@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tagql.api import NoConfidentRoute, Session, UsageError, connect, default_knowledge_method
@@ -110,21 +111,51 @@ class Registry:
     a client never supplies a path or URL."""
 
     def __init__(self, settings: Settings, *, databases: dict[str, str], collections: list[str],
-                 llm: str | LLM | None = None) -> None:
+                 llm: str | LLM | None = None, knowledge_engine: Any = None) -> None:
         self.settings = settings
         self.sessions: dict[str, Session] = {}
         self.kinds: dict[str, str] = {}
+        self.shared: dict[str, Any] = {}  # name -> SharedKnowledgeBase, with a knowledge_engine
         models: dict[str, LLM] = {}  # one loaded model shared by every session
         for name, target in databases.items():
             self._check_name(name)
             db = open_database(target, settings=settings.db, name=name)
-            self._add(name, "database", connect(db, llm=llm, settings=settings, models=models))
+            if knowledge_engine is None:
+                self._add(name, "database", connect(db, llm=llm, settings=settings, models=models))
+            else:
+                self._add(name, "database", self._shared(knowledge_engine, db, llm, models))
         for name in collections:
             self._check_name(name)
             self._add(name, "collection", connect(collection=name, llm=llm, settings=settings, models=models,
                                                   route_method=settings.service.route_method))
         if not self.sessions:
             raise ServiceError("no database registered", "pass --db NAME=PATH_OR_URL or set service.databases")
+
+    def _shared(self, engine: Any, db: Any, llm: str | LLM | None, models: dict[str, LLM]) -> Session:
+        """A session whose statements live in the shared tables of ``engine`` (seeded once from the
+        database's ``.kb`` file, if it has one): every replica on that state reads and writes the same."""
+        from tagql.knowledge.shared import SharedKnowledgeBase
+        from tagql.knowledge.store import KnowledgeBase, default_store_path
+
+        holder: dict[str, Session] = {}
+        kb = SharedKnowledgeBase.open_shared(engine, db.name, schema=db.schema,
+                                             embedder=lambda: holder["session"].embedder(),
+                                             static_dir=Path(self.settings.cache_dir) / "static")
+        path = default_store_path(db.name, self.settings)
+        if path.exists():
+            kb.seed_from(KnowledgeBase.open(path))
+        retriever = kb.retriever(default_knowledge_method())
+        holder["session"] = session = connect(db, llm=llm, settings=self.settings, models=models, knowledge=retriever)
+        self.shared[db.name] = kb
+        return session
+
+    def knowledge_base(self, name: str, database: str | None = None, *, create: bool = False) -> Any:
+        """The knowledge base of a registered database (the shared one with ``service.knowledge = "state"``),
+        or of ``database`` in a registered collection; None when it has none yet and not ``create``."""
+        session = self.get(name)
+        if name in self.shared and not session.is_collection:
+            return self.shared[name]
+        return session.knowledge_base(database if session.is_collection else None, create=create)
 
     def _check_name(self, name: str) -> None:
         if not NAME_RE.match(name):
@@ -177,7 +208,7 @@ class KnowledgeSearch:
         with self._lock:  # a retriever refreshes its index in place: one question at a time
             retriever = self._retrievers.get((name, db))
             if retriever is None:
-                kb = session.knowledge_base(database if session.is_collection else None)
+                kb = self.registry.knowledge_base(name, database)
                 if kb is None:
                     return []
                 retriever = kb.retriever(session.knowledge_method or default_knowledge_method())

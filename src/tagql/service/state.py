@@ -128,12 +128,19 @@ def _create(*tables: sa.Table) -> Callable[[sa.Connection], None]:
     return run
 
 
+def _knowledge_tables(conn: sa.Connection) -> None:
+    from tagql.knowledge.shared import create_tables
+
+    create_tables(conn)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     (1, "tokens, answers, feedback, verified examples", _create(tokens, answers, feedback, verified_examples)),
     (2, "review history of knowledge statements", _create(reviews)),
     (3, "conversations: the answers of each thread, in order", _create(conversation_turns)),
     (4, "unresolved expressions: domain phrases no statement matched, from failed, empty or wrong answers",
      _create(unresolved)),
+    (5, "knowledge statements shared by replicas (service.knowledge = 'state')", _knowledge_tables),
 ]
 """(version, what it does, how). Append; never edit an applied one."""
 
