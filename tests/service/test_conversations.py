@@ -123,8 +123,9 @@ def test_a_version_2_state_store_gains_conversations_keeping_its_answers(tmp_pat
     answer_id = store.save_answer({"question": "q?", "database": "superhero", "sql": "SELECT 1"},
                                   target="superhero", token_name="local")
     with store.engine.begin() as conn:  # as a state written before conversations existed
-        conn.execute(sa.text("DROP TABLE conversation_turns"))
-        conn.execute(sa.text("DROP TABLE unresolved"))  # migration 4 came later still
+        version_2 = {"schema_version", "tokens", "answers", "feedback", "verified_examples", "reviews"}
+        for table in set(sa.inspect(conn).get_table_names()) - version_2:  # 3 and every later migration
+            conn.execute(sa.text(f"DROP TABLE {table}"))
         conn.execute(sa.text("DELETE FROM schema_version WHERE version >= 3"))
     assert StateStore(url).migrate() == [] and store.version() == SCHEMA_VERSION  # reopening applied 3 and on
     store.add_turn("c1", answer_id, "local")
