@@ -44,6 +44,8 @@ def scripted(messages: list[Message]) -> str:
     """SQL prompts (they carry the schema) get SQL chosen from the question; answer prompts a short answer."""
     system, question = messages[0].content, messages[-1].content
     everything = " ".join(m.content for m in messages)
+    if question.rstrip().endswith("Templatized Domain Statement:"):  # structuring an expert's plain words
+        return "'tall heroes' refers to superhero.height_cm > 200"
     statement = re.search(r"<statement>(.*?)</statement>", question)
     if statement:  # a TAG filter's verdict on one row
         return "yes" if statement.group(1).split(" is ")[0] in PEOPLE else "no"

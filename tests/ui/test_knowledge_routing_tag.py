@@ -22,9 +22,13 @@ def test_statement_proposed_approved_then_used(server: Server, open_page: Any) -
     page.get_by_label("Token").fill(expert)
     page.get_by_role("button", name="Sign in").click()
     page.locator("#kb-db option[value=superhero]").wait_for(state="attached")
+    # plain words -> the model's phrase and SQL, shown in the form for the expert to confirm
     page.get_by_label("In plain words").fill("Tall heroes are those over 2 metres.")
-    page.get_by_label("Phrase users say").fill("tall heroes")
-    page.get_by_label("What it means in SQL").fill("superhero.height_cm > 200")
+    page.get_by_role("button", name="Structure with the model").click()
+    page.get_by_text("Proposed by the model: check the phrase and SQL, then Propose.").wait_for()
+    assert page.get_by_label("Phrase users say").input_value() == "tall heroes"
+    assert page.get_by_label("What it means in SQL").input_value() == "superhero.height_cm > 200"
+    assert store.verified_examples("superhero") == [] and not page.locator("#statements tbody tr[data-id]").count()
     page.get_by_role("button", name="Propose").click()
     page.get_by_text("Proposed as #1").wait_for()
     row = page.locator("#statements tbody tr", has_text="tall heroes")

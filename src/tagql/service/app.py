@@ -584,7 +584,7 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
         service._auth_cache.clear()
         return {"ok": True}
 
-    mount_ui(app, Reader)  # the web UI at / (docs/ui.md) and POST /v1/chart
+    mount_ui(app, Reader, Annotated[Principal, role("expert")])  # the web UI at / (docs/ui.md) and its endpoints
     return app
 
 

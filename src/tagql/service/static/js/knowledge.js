@@ -164,6 +164,32 @@ document.getElementById("add").addEventListener("submit", async (e) => {
   }
 });
 
+document.getElementById("structure").addEventListener("click", async (e) => {
+  const button = e.currentTarget;
+  const status = document.getElementById("structure-status");
+  const nl = document.getElementById("add-nl").value.trim();
+  if (!nl) {
+    status.textContent = "Write the statement in plain words first.";
+    document.getElementById("add-nl").focus();
+    return;
+  }
+  button.disabled = true;
+  status.textContent = "The model is structuring it…";
+  try {
+    const r = await api("POST", `/v1/databases/${db()}/statements/structure`, { nl });
+    document.getElementById("add-text").value = r.text;
+    document.getElementById("add-sql").value = r.sql;
+    status.textContent = r.problem
+      ? `Check this: ${r.problem}. Fix the phrase or SQL, then Propose.`
+      : "Proposed by the model: check the phrase and SQL, then Propose.";
+    document.getElementById("add-text").focus();
+  } catch (err) {
+    status.textContent = err.message;
+  } finally {
+    button.disabled = false;
+  }
+});
+
 dbSelect.addEventListener("change", refresh);
 statusSelect.addEventListener("change", loadStatements);
 loadDatabases();
