@@ -136,7 +136,7 @@ def server(make_server: Callable[..., Server]) -> Server:
     return make_server()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # Playwright's sync API keeps an event loop running: end it with tests/ui
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
         if os.environ.get("CI"):
