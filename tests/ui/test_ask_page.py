@@ -169,3 +169,18 @@ def _stored_answers(server: Server) -> list[Any]:
 
     with server.store.engine.connect() as conn:
         return list(conn.execute(sa.select(answers.c.id)))
+
+
+def test_a_stream_cut_before_the_answer_says_so(server: Server, open_page: Any) -> None:
+    w = open_page(server.url)
+    page = w.page
+    # the stream ends after its first event, with neither `done` nor `error`
+    page.route("**/v1/ask", lambda route: route.fulfill(
+        status=200, headers={"content-type": "text/event-stream"}, body='event: queued\ndata: {"ahead": 0}\n\n'))
+    page.get_by_label("Question").fill("How many superheroes are there?")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    turn = page.locator("section.turn").first
+    turn.get_by_role("alert").get_by_text("The server closed the stream before the answer; ask again.").wait_for()
+    assert turn.locator(".stages li").all_text_contents() == ["started", "cut off"]
+    assert page.get_by_role("button", name="Ask", exact=True).is_enabled()
+    assert w.errors == [] and w.foreign_requests() == []

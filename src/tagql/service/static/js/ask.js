@@ -163,8 +163,13 @@ class Turn {
     const body = { question: this.question, method: this.method, ...extra };
     body[isCollection ? "collection" : "database"] = this.target;
     if (conversationId) body.conversation_id = conversationId;
+    this.ended = false;
     try {
       await askStream(body, (name, data) => this.onEvent(name, data), this.abort.signal);
+      if (!this.ended) {
+        this.stage("error", "cut off", true);
+        this.fail("The server closed the stream before the answer; ask again.");
+      }
     } catch (e) {
       if (e.name === "AbortError") {
         this.stage("error", "stopped", true);
@@ -182,6 +187,7 @@ class Turn {
   }
 
   onEvent(name, data) {
+    if (name === "done" || name === "error") this.ended = true;
     if (name === "queued") {
       this.stage(name, data.ahead ? `queued (${data.ahead} ahead)` : "started");
     } else if (name === "routed") {
