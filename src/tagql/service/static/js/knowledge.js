@@ -79,7 +79,7 @@ async function loadStatements() {
       h("td", {}, st.text, st.nl ? h("div", { class: "hint" }, st.nl) : null),
       h("td", {}, h("code", {}, st.sql)),
       h("td", {}, h("span", { class: `status-${st.status}` }, st.status)),
-      h("td", {}, st.reason || "✓ matches the schema and data"),
+      h("td", {}, st.reason || "✓ no objection"),
       h("td", {}, st.author || ""),
       h("td", {}, reviewCell(st)))));
     if (!statements.length) tbody.append(h("tr", {}, h("td", { colspan: 7, class: "hint" }, "No statements yet.")));
@@ -157,6 +157,7 @@ document.getElementById("add").addEventListener("submit", async (e) => {
     status.className = "ok-msg";
     status.textContent = `Proposed as #${statement.id}${statement.reason ? ` — data check: ${statement.reason}` : ""}. A reviewer approves it below.`;
     e.target.reset();
+    document.getElementById("structure-status").textContent = "";
     await loadStatements();
   } catch (err) {
     status.className = "hint";
