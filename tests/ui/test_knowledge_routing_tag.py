@@ -50,9 +50,17 @@ def test_statement_proposed_approved_then_used(server: Server, open_page: Any) -
     row.get_by_role("button", name="Approve").click()
     r.page.locator("#statements tbody tr", has_text="tall heroes").locator(".status-approved").wait_for()
     heavy = r.page.locator("#statements tbody tr", has_text="heavy heroes")
-    heavy.get_by_label("Review note for statement 2").fill("no such column")
+    heavy.get_by_role("button", name="Edit").click()
+    heavy.get_by_label("SQL of statement 2").fill("superhero.weight_kg > 100")
+    heavy.get_by_label("Review note for statement 2").fill("mass is weight_kg")
+    heavy.get_by_role("button", name="Save edit").click()
+    heavy = r.page.locator("#statements tbody tr", has_text="superhero.weight_kg > 100")
+    heavy.wait_for()
+    heavy.get_by_label("Review note for statement 2").fill("too vague")
     heavy.get_by_role("button", name="Reject").click()
     r.page.locator("#statements tbody tr", has_text="heavy heroes").locator(".status-rejected").wait_for()
+    assert [(h["action"], h["note"]) for h in store.reviews("superhero", 2)] == [
+        ("propose", None), ("edit", "mass is weight_kg"), ("reject", "too vague")]
     assert [(h["action"], h["token_name"], h["note"]) for h in store.reviews("superhero", 1)] == [
         ("propose", "erin", None), ("approve", "rui", "checked against the data")]
     r.shot("knowledge-review")
