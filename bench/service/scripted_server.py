@@ -1,6 +1,7 @@
-"""`tagql serve` with a scripted model, for load benchmarks of the service itself (bench/service/load.py):
-every SQL prompt gets ``--sql``, every answer prompt ``--answer``, after ``--delay-ms`` (a stand-in for the
-model's time). Loopback only."""
+"""`tagql serve` with a scripted model, for benchmarks of the service itself (bench/service/load.py,
+bench/service/cancel.py) and the disconnect tests: every SQL prompt gets ``--sql``, every answer prompt
+``--answer``, after ``--delay-ms`` (a stand-in for the model's time). With ``--stream-ms`` the model streams
+its replies word by word, that many milliseconds per word (a stand-in for decoding steps). Loopback only."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from tagql.service.app import create_app
 from tagql.service.state import StateStore
 
 
-def build(db: str, state: Path, sql: str, answer: str, delay_ms: float = 0.0, queue_size: int = 8):
+def build(db: str, state: Path, sql: str, answer: str, delay_ms: float = 0.0, queue_size: int = 8,
+          stream_ms: float | None = None):
     def reply(messages):
         if delay_ms:
             time.sleep(delay_ms / 1000)
@@ -25,7 +27,8 @@ def build(db: str, state: Path, sql: str, answer: str, delay_ms: float = 0.0, qu
     settings = load_settings()
     settings.service.databases = {"superhero": db}
     settings.service.queue_size = queue_size
-    return create_app(settings, llm=ScriptedLLM(reply), store=StateStore(f"sqlite:///{state}"), host="127.0.0.1")
+    llm = ScriptedLLM(reply, stream_s=None if stream_ms is None else stream_ms / 1000)
+    return create_app(settings, llm=llm, store=StateStore(f"sqlite:///{state}"), host="127.0.0.1")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,8 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--answer", default="There are 750 superheroes.")
     ap.add_argument("--delay-ms", type=float, default=0.0)
     ap.add_argument("--queue-size", type=int, default=8)
+    ap.add_argument("--stream-ms", type=float, default=None, help="stream replies, this long per word")
     args = ap.parse_args(argv)
-    app = build(args.db, args.state, args.sql, args.answer, args.delay_ms, args.queue_size)
+    app = build(args.db, args.state, args.sql, args.answer, args.delay_ms, args.queue_size, args.stream_ms)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

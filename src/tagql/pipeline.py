@@ -93,7 +93,8 @@ class TagQL:
         """SQL for ``question`` (with up to ``k`` domain statements and the most similar verified examples),
         run read-only, answered from its rows. ``history`` (earlier turns, oldest first) makes it a
         follow-up: the SQL prompt shows them and the question is read together with them.
-        ``on_event(name, data)`` hears each stage as it ends: ``statements``, ``sql``, ``rows``."""
+        ``on_event(name, data)`` hears each stage as it ends: ``statements``, ``sql``, ``rows``, then (a model
+        that streams) ``answer`` per piece of the sentence as it is written: ``{"token", "answer": so far}``."""
         emit = on_event or (lambda name, data: None)
         question = clean_question(question)
         history = tuple(history)
@@ -113,7 +114,14 @@ class TagQL:
         emit("rows", {"columns": result.columns, "rows": rows, "truncated": result.truncated})
         t1 = time.perf_counter()
         said = f"{history[-1].question} Follow-up: {question}" if history else question
-        text = generate_answer(said, result, self.llm, self.settings.answer)
+        pieces: list[str] = []
+
+        def answer_text(piece: str) -> None:  # the sentence as the model writes it (a streaming model)
+            pieces.append(piece)
+            emit("answer", {"token": piece, "answer": "".join(pieces)})
+
+        text = generate_answer(said, result, self.llm, self.settings.answer,
+                               on_text=answer_text if on_event is not None else None)
         t_answer = time.perf_counter() - t1
         return Answer(
             question=question,

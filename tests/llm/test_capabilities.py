@@ -15,12 +15,13 @@ from tagql.llm.scripted import ScriptedLLM
 from tagql.tag.operators import SemEngine
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tagql"
-CAPABILITIES = {"supports_choice_probs": "choice_probs", "supports_digit_probs": "digit_probs"}
+CAPABILITIES = {"supports_choice_probs": "choice_probs", "supports_digit_probs": "digit_probs",
+                "supports_stream": "stream"}
 
 
 @pytest.mark.parametrize("backend,declared", [
-    (LocalLLM, {"supports_choice_probs": True, "supports_digit_probs": True}),
-    (OpenAICompatLLM, {"supports_choice_probs": True, "supports_digit_probs": False}),
+    (LocalLLM, {"supports_choice_probs": True, "supports_digit_probs": True, "supports_stream": True}),
+    (OpenAICompatLLM, {"supports_choice_probs": True, "supports_digit_probs": False, "supports_stream": True}),
 ])
 def test_every_backend_declares_what_it_can(backend, declared):
     for flag, method in CAPABILITIES.items():
@@ -29,12 +30,13 @@ def test_every_backend_declares_what_it_can(backend, declared):
 
 
 def test_the_protocol_names_the_capabilities():
-    assert {"supports_choice_probs", "supports_digit_probs"} <= set(LLM.__annotations__)
+    assert {"supports_choice_probs", "supports_digit_probs", "supports_stream"} <= set(LLM.__annotations__)
 
 
 def test_the_scripted_double_declares_what_it_was_given():
     plain = ScriptedLLM([])
-    assert not plain.supports_choice_probs and not plain.supports_digit_probs
+    assert not plain.supports_choice_probs and not plain.supports_digit_probs and not plain.supports_stream
+    assert ScriptedLLM([], stream_s=0).supports_stream
     both = ScriptedLLM([], digit_probs=lambda m, s: [[0.1] * 10] * s, choice_probs=lambda m, c: [0.5] * len(c))
     assert both.supports_choice_probs and both.supports_digit_probs
     assert isinstance(both, LLM)

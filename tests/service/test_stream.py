@@ -88,3 +88,37 @@ async def test_a_client_going_away_cancels_the_question(make_app: Callable[..., 
     with pytest.raises(Exception, match="the client went away"):
         await asyncio.wrap_future(fut)
     assert stages == ["statements"]  # it stopped before running the SQL
+
+
+async def test_answer_tokens_stream_after_the_sql_event(make_app: Callable[..., Any]) -> None:
+    sentence = "There are 750 superheroes in the database."
+    app = make_app(llm=ScriptedLLM(sql_then_answer(answer=sentence), stream_s=0))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        r = await c.post("/v1/ask", headers=SSE,
+                         json={"question": "How many superheroes are there?", "database": "superhero"})
+    events = parse(r.text)
+    names = [name for name, _ in events]
+    tokens = [data for name, data in events if name == "answer" and "token" in data]
+    assert names[:4] == ["queued", "statements", "sql", "rows"] and names[-2:] == ["answer", "done"]
+    assert names.index("sql") < names.index("answer")  # the SQL before the first answer token
+    assert len(tokens) == len(sentence.split()) and "".join(t["token"] for t in tokens) == sentence
+    assert [t["answer"] for t in tokens][-1] == sentence and tokens[0]["answer"] == "There "  # text so far
+    assert events[-2][1] == {"answer": sentence, "values": [750]}  # the checked sentence closes it
+
+
+def test_the_model_wrapper_stops_a_generation_at_the_next_step() -> None:
+    import time
+
+    from tagql.service.core import Cancelled, Job, StoppableLLM
+
+    llm = ScriptedLLM(lambda _m: "word " * 100, stream_s=0.01)
+    model, job = StoppableLLM(lambda: llm), Job()
+    timer = threading.Timer(0.1, job.cancelled.set)
+    timer.start()
+    t0 = time.perf_counter()
+    with model.answering(job.check), pytest.raises(Cancelled):
+        model.complete([], max_tokens=500)  # an unconstrained call runs as a stream inside answering()
+    assert time.perf_counter() - t0 < 0.5 and len(llm.streamed) < 30
+    assert model.usage.calls == 0  # a stopped generation is not accounted
+    assert model.complete([]).text == "word " * 100  # outside answering(): the plain call
+    assert model.name == "scripted" and model.supports_stream

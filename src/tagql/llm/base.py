@@ -7,6 +7,7 @@ llama.cpp). Every call is accounted (calls, tokens, seconds) so answers can repo
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -74,13 +75,18 @@ class LLM(Protocol):
       probability of each choice (a single token, e.g. ``yes`` / ``no``) as the reply, renormalised over
       the choices (:class:`ChoiceProbs`; the filter's split verdicts read it);
     * ``supports_digit_probs``: the backend has ``digit_probs(messages, *, slots=1) -> list[list[float]]``,
-      per reply slot the probabilities of the digits 0-9 (:class:`DigitProbs`; top-k's expected scores).
+      per reply slot the probabilities of the digits 0-9 (:class:`DigitProbs`; top-k's expected scores);
+    * ``supports_stream``: the backend has ``stream(messages, *, on_text, ...) -> Completion``, which is
+      :meth:`complete` handing the reply's text to ``on_text`` piece by piece as it is generated; an exception
+      raised by ``on_text`` stops the generation at once and propagates (:class:`Streams`; answer tokens
+      over SSE, and stopping the model when the client goes away).
     """
 
     name: str
     usage: Usage
     supports_choice_probs: bool
     supports_digit_probs: bool
+    supports_stream: bool
 
     def complete(
         self,
@@ -106,3 +112,15 @@ class DigitProbs(Protocol):
     """An LLM that declares ``supports_digit_probs = True``."""
 
     def digit_probs(self, messages: list[Message], *, slots: int = 1) -> list[list[float]]: ...
+
+
+class Streams(Protocol):
+    """An LLM that declares ``supports_stream = True``.
+
+    ``on_text(piece)`` is called from the generating thread with each new piece of the reply, in order (their
+    concatenation is the reply's text so far, stop strings included until they are recognised: the returned
+    :class:`Completion` has the final text). It is called at least once per decoding step, so raising from it
+    is how a caller stops a generation within one step; nothing is accounted for a stopped generation."""
+
+    def stream(self, messages: list[Message], *, on_text: Callable[[str], None], max_tokens: int = 256,
+               stop: list[str] | None = None) -> Completion: ...

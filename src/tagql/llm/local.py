@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -347,6 +347,7 @@ class LocalLLM:
 
     supports_choice_probs = True  # token probabilities straight from the logits
     supports_digit_probs = True
+    supports_stream = True  # text handed out after every decoding step; a raising callback stops there
 
     def __init__(
         self, model_path: Path, *, n_ctx: int = 8192, n_threads: int | None = None, seed: int = 0,
@@ -395,6 +396,18 @@ class LocalLLM:
         grammar: str | None = None,
         stop: list[str] | None = None,
     ) -> Completion:
+        return self._run(messages, max_tokens=max_tokens, json_schema=json_schema, grammar=grammar, stop=stop)
+
+    def stream(self, messages: list[Message], *, on_text: Callable[[str], None], max_tokens: int = 256,
+               stop: list[str] | None = None) -> Completion:
+        """:meth:`complete` (the same tokens: greedy decoding does not change), the text handed to
+        ``on_text`` as it grows, after every decoding step; an exception from ``on_text`` stops the model
+        there (the KV cache stays consistent for the next call) and propagates."""
+        return self._run(messages, max_tokens=max_tokens, stop=stop, on_text=on_text)
+
+    def _run(self, messages: list[Message], *, max_tokens: int, json_schema: dict[str, Any] | None = None,
+             grammar: str | None = None, stop: list[str] | None = None,
+             on_text: Callable[[str], None] | None = None) -> Completion:
         from llama_cpp import LlamaGrammar
 
         rendered, tokens, prefix = self._prompt(messages, max_tokens)
@@ -410,7 +423,7 @@ class LocalLLM:
             for attempt in range(2):
                 try:
                     self._prefixes.ensure(self._llama, prefix, len(tokens) + max_tokens, self._disk)
-                    text, n_out = self._generate(tokens, prefix, max_tokens, stops, g)
+                    text, n_out = self._generate(tokens, prefix, max_tokens, stops, g, on_text)
                     break
                 # llama_decode found no room in the KV cache (fragmented by stored prefixes), or a spilled
                 # prefix could not be reloaded: start over from an empty cache once
@@ -436,27 +449,53 @@ class LocalLLM:
 
     def _generate(
         self, tokens: list[int], prefix: list[int], max_tokens: int, stops: list[str], grammar: Any,
+        on_text: Callable[[str], None] | None = None,
     ) -> tuple[str, int]:
         """(text, number of generated tokens) after ``tokens``; the caller holds the lock and placed the
-        prefix. Outputs are remembered per system prefix as draft material for the next calls."""
+        prefix. Outputs are remembered per system prefix as draft material for the next calls. With
+        ``on_text``, the text so far goes out after every decoding step (what is new since the last)."""
+        sent = ""
+
+        def hand_out(text: str) -> None:
+            nonlocal sent
+            if on_text is not None and len(text) > len(sent) and text.startswith(sent):
+                piece, sent = text[len(sent):], text
+                on_text(piece)
+
         if self.lookup_decoding and self.temperature == 0 and grammar is None:
+            step = None
+            if on_text is not None:
+                def step(out: list[int]) -> None:
+                    hand_out(self._llama.detokenize(out).decode("utf-8", errors="ignore"))
             text, out, stats = greedy_generate(
                 self._llama, tokens, max_tokens=max_tokens, stop=stops,
                 stats=LookupStats(trace=[] if self.lookup.trace is not None else None),
                 adaptive=self.adaptive_drafts, min_draft=self.min_draft, recent=self.recent.history(prefix),
+                on_step=step,
             )
             self.lookup.add(stats)
             self.recent.add(prefix, out)
+            hand_out(text)
             return text, len(out)
         from llama_cpp import StoppingCriteriaList
 
         start = len(tokens)
-        out = self._llama.create_completion(
-            prompt=tokens, temperature=self.temperature, max_tokens=max_tokens,
-            stop=stops, seed=self.seed, grammar=grammar,
-            stopping_criteria=StoppingCriteriaList([lambda ids, _logits: looping(ids[start:])]),
-        )
-        return out["choices"][0]["text"] or "", int(out.get("usage", {}).get("completion_tokens", 0))
+        kwargs = {"prompt": tokens, "temperature": self.temperature, "max_tokens": max_tokens, "stop": stops,
+                  "seed": self.seed, "grammar": grammar,
+                  "stopping_criteria": StoppingCriteriaList([lambda ids, _logits: looping(ids[start:])])}
+        if on_text is None:
+            out = self._llama.create_completion(**kwargs)
+            return out["choices"][0]["text"] or "", int(out.get("usage", {}).get("completion_tokens", 0))
+        text, n_out = "", 0
+        chunks = self._llama.create_completion(**kwargs, stream=True)
+        try:
+            for chunk in chunks:
+                text += chunk["choices"][0]["text"] or ""
+                n_out += 1
+                hand_out(text)
+        finally:
+            chunks.close()  # a raising on_text: llama-cpp-python's generator stops at once
+        return text, n_out
 
     def _prompt(self, messages: list[Message], max_tokens: int) -> tuple[Any, list[int], list[int]]:
         """(rendered chat prompt, its tokens, the tokens of its system-message prefix or [])."""

@@ -20,6 +20,7 @@ ON T1.member_id = T2.link_to_member``), which the schema's ``CREATE TABLE`` text
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,7 +136,7 @@ def looping(out: Any, *, max_period: int = 24, min_span: int = 32) -> bool:
 def greedy_generate(
     llama: Any, prompt: list[int], *, max_tokens: int, stop: list[str], max_draft: int = 10, min_ngram: int = MIN_NGRAM,
     stats: LookupStats | None = None, adaptive: bool = True, first_draft: int = 4, min_draft: int = MIN_DRAFT,
-    recent: list[int] | None = None,
+    recent: list[int] | None = None, on_step: Callable[[list[int]], None] | None = None,
 ) -> tuple[str, list[int], LookupStats]:
     """Generate greedily after ``prompt`` on ``llama`` (a ``llama_cpp.Llama``), reusing its KV cache.
 
@@ -144,7 +145,9 @@ def greedy_generate(
     (or llama-cpp-python's own ``generate``) reuses the common prefix. With ``adaptive``, drafts start
     at ``first_draft`` tokens and follow :func:`next_draft_length`; otherwise every draft may be
     ``max_draft`` long. ``recent`` (earlier outputs, see :meth:`RecentOutputs.history`) is searched
-    for drafts too, after the prompt and the output so far; it never enters the KV cache.
+    for drafts too, after the prompt and the output so far; it never enters the KV cache. ``on_step(out)``
+    hears the tokens generated so far after each decoding step, with the KV cache and ``llama``'s token
+    counters consistent: an exception from it ends the generation there and propagates.
     """
     import llama_cpp
 
@@ -216,6 +219,8 @@ def greedy_generate(
         llama.n_tokens = keep
         if not all(commit(tok) for tok in draft[:accepted]) or (accepted and stopped()):
             break
+        if on_step is not None:
+            on_step(out)
     text = llama.detokenize(out).decode("utf-8", errors="ignore")
     cut = _first_stop(text, stop)
     return (text if cut is None else text[:cut]), out, stats

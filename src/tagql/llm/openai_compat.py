@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -17,6 +19,7 @@ class OpenAICompatLLM:
     # with an LLMOutputError, and callers read generated replies from then on); no per-slot digit reading
     supports_choice_probs = True
     supports_digit_probs = False
+    supports_stream = True  # "stream": true, server-sent deltas; closing the response stops the server
 
     def __init__(
         self, base_url: str, model: str, *, api_key: str | None = None, temperature: float = 0.0,
@@ -185,6 +188,52 @@ class OpenAICompatLLM:
             completion_tokens=int(usage.get("completion_tokens") or 0),
             seconds=time.perf_counter() - start,
         )
+        self.usage.add(completion)
+        return completion
+
+
+    def stream(self, messages: list[Message], *, on_text: Callable[[str], None], max_tokens: int = 256,
+               stop: list[str] | None = None) -> Completion:
+        """:meth:`complete` with ``"stream": true``: each content delta goes to ``on_text`` as it arrives.
+        An exception from ``on_text`` closes the connection (vLLM and llama.cpp's server stop generating
+        for a client that went away) and propagates. Not retried once text went out."""
+        body = self._body(messages, temperature=self.temperature, max_tokens=max_tokens, stream=True,
+                          stream_options={"include_usage": True})
+        if stop:
+            body["stop"] = stop
+        start = time.perf_counter()
+        text, usage = "", {}
+        try:
+            with self._client.stream("POST", "/chat/completions", json=body) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    self._checked(resp)  # raises the one-line error
+                for line in resp.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    try:
+                        chunk = json.loads(data)
+                        choices = chunk.get("choices") or []
+                        piece = (choices[0].get("delta") or {}).get("content") or "" if choices else ""
+                    except (ValueError, AttributeError, IndexError) as exc:
+                        raise LLMOutputError(f"the LLM endpoint streamed a malformed event: {_one_line(data)!r}",
+                                             "is it OpenAI-compatible?") from exc
+                    usage = chunk.get("usage") or usage
+                    if piece:
+                        text += piece
+                        on_text(piece)
+        except httpx.TimeoutException as exc:
+            raise LLMUnavailable(f"the LLM endpoint {self.base_url} stopped streaming for "
+                                 f"{self._client.timeout.read:g} s", "check the server's load") from exc
+        except httpx.TransportError as exc:
+            raise LLMUnavailable(f"the LLM endpoint {self.base_url} failed mid-stream: {exc.__class__.__name__}",
+                                 "check the server's log") from exc
+        completion = Completion(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                                completion_tokens=int(usage.get("completion_tokens") or 0),
+                                seconds=time.perf_counter() - start)
         self.usage.add(completion)
         return completion
 

@@ -4,11 +4,14 @@ It replies from a list (or a function of the messages) and records every prompt 
 ``digit_probs`` (a function of the messages and the number of slots) or ``choice_probs`` (of the messages
 and the choices) it also offers the local backend's token probabilities
 (:meth:`tagql.llm.local.LocalLLM.digit_probs`, :meth:`~tagql.llm.local.LocalLLM.choice_probs`) and
-declares it (``supports_digit_probs`` / ``supports_choice_probs``); without them, it does not.
+declares it (``supports_digit_probs`` / ``supports_choice_probs``); without them, it does not. With
+``stream_s`` (seconds per piece, 0 for none) it streams each reply word by word (``supports_stream``).
 """
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -22,7 +25,11 @@ class ScriptedLLM:
         self, replies: Iterable[str] | Callable[[list[Message]], str],
         digit_probs: Callable[[list[Message], int], list[list[float]]] | None = None,
         choice_probs: Callable[[list[Message], list[str]], list[float]] | None = None,
+        stream_s: float | None = None,
     ) -> None:
+        self.stream_s = stream_s
+        self.supports_stream = stream_s is not None
+        self.streamed: list[str] = []  # the pieces handed to on_text, across calls
         self._fn = replies if callable(replies) else None
         self._replies = [] if callable(replies) else list(replies)
         self.prompts: list[list[Message]] = []
@@ -65,5 +72,24 @@ class ScriptedLLM:
         else:
             raise AssertionError("ScriptedLLM ran out of replies")
         c = Completion(text, sum(len(m.content) // 4 for m in messages), len(text) // 4, 0.0)
+        self.usage.add(c)
+        return c
+
+    def stream(self, messages: list[Message], *, on_text: Callable[[str], None], max_tokens: int = 256,
+               stop: list[str] | None = None) -> Completion:
+        """:meth:`complete`, its reply handed to ``on_text`` word by word (``stream_s`` apart). An exception
+        from ``on_text`` stops it: the rest is never handed out and nothing is accounted."""
+        if not self.supports_stream:
+            raise AssertionError("this ScriptedLLM was made without stream_s")
+        before = self.usage.snapshot()
+        c = self.complete(messages, max_tokens=max_tokens, stop=stop)
+        with self.usage._lock:  # accounted only once the whole reply went out
+            self.usage.calls, self.usage.prompt_tokens = before.calls, before.prompt_tokens
+            self.usage.completion_tokens, self.usage.seconds = before.completion_tokens, before.seconds
+        for piece in re.findall(r"\S+\s*|\s+", c.text):
+            if self.stream_s:
+                time.sleep(self.stream_s)
+            on_text(piece)
+            self.streamed.append(piece)
         self.usage.add(c)
         return c

@@ -377,8 +377,9 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
 
         def work() -> Any:
             job.check()  # cancelled while queued
-            return session.ask(body.question, method=body.method, k=body.k, choose=choose, force=body.force,
-                               on_event=on_event, history=history or None)
+            with service.registry.model.answering(job.check):  # the model stops within a step once cancelled
+                return session.ask(body.question, method=body.method, k=body.k, choose=choose, force=body.force,
+                                   on_event=on_event, history=history or None)
 
         try:
             fut, ahead = service.queue.submit(work, owner=who.name)

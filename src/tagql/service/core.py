@@ -8,8 +8,9 @@ import ipaddress
 import re
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from tagql.errors import (
     TagqlError,
     UnsafeQuery,
 )
+from tagql.llm import make_llm
 from tagql.llm.base import LLM
 from tagql.service.state import ROLES, StateError, TokenError
 
@@ -116,7 +118,10 @@ class Registry:
         self.sessions: dict[str, Session] = {}
         self.kinds: dict[str, str] = {}
         self.shared: dict[str, Any] = {}  # name -> SharedKnowledgeBase, with a knowledge_engine
-        models: dict[str, LLM] = {}  # one loaded model shared by every session
+        # one model shared by every session (loaded on the first question), stoppable between decoding steps
+        self.model = StoppableLLM(llm if llm is not None and not isinstance(llm, str)
+                                  else (lambda: make_llm(settings, backend=llm)))
+        models: dict[str, LLM] = {settings.llm.model: self.model}  # type: ignore[dict-item]
         for name, target in databases.items():
             self._check_name(name)
             db = open_database(target, settings=settings.db, name=name)
@@ -215,6 +220,63 @@ class KnowledgeSearch:
                 self._retrievers[(name, db)] = retriever
             found = retriever.retrieve(question, k)
         return [Statement.of(s).model_dump() | {"rendered": s.render()} for s in found]
+
+
+class StoppableLLM:
+    """The service's model: the configured backend (made on first use), whose generations a cancelled question
+    stops. Inside :meth:`answering` (the worker thread answering a question), every unconstrained
+    :meth:`complete` runs as a stream when the backend streams (``supports_stream``; the same tokens), and
+    the question's check runs after every decoding step: a question whose client went away raises
+    :class:`Cancelled` there, so the model stops within one step instead of finishing the SQL or the
+    sentence. Everything else is the backend's own."""
+
+    def __init__(self, backend: LLM | Callable[[], LLM]) -> None:
+        self._backend = backend
+        self._made: LLM | None = None if callable(backend) else backend  # type: ignore[assignment]
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    @property
+    def inner(self) -> LLM:
+        if self._made is None:
+            with self._lock:
+                if self._made is None:
+                    self._made = self._backend()  # type: ignore[operator]
+        return self._made
+
+    @contextmanager
+    def answering(self, check: Callable[[], None]) -> Iterator[None]:
+        """Generations in this thread call ``check`` after every decoding step while inside."""
+        self._local.check = check
+        try:
+            yield
+        finally:
+            self._local.check = None
+
+    def complete(self, messages: list[Any], *, max_tokens: int = 256, json_schema: dict[str, Any] | None = None,
+                 grammar: str | None = None, stop: list[str] | None = None) -> Any:
+        check = getattr(self._local, "check", None)
+        inner = self.inner
+        if check is not None and inner.supports_stream and json_schema is None and grammar is None:
+            return inner.stream(messages, on_text=lambda _piece: check(), max_tokens=max_tokens,  # type: ignore[attr-defined]
+                                stop=stop)
+        return inner.complete(messages, max_tokens=max_tokens, json_schema=json_schema, grammar=grammar, stop=stop)
+
+    def stream(self, messages: list[Any], *, on_text: Callable[[str], None], max_tokens: int = 256,
+               stop: list[str] | None = None) -> Any:
+        check = getattr(self._local, "check", None)
+
+        def both(piece: str) -> None:
+            if check is not None:
+                check()
+            on_text(piece)
+
+        return self.inner.stream(messages, on_text=both, max_tokens=max_tokens, stop=stop)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> Any:  # name, usage, supports_*, choice_probs, ...: the backend's
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
 
 class Job:

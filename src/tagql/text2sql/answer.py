@@ -9,11 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from tagql.config import AnswerSettings
 from tagql.db.connection import Result
-from tagql.llm.base import LLM, system, user
+from tagql.llm.base import LLM, Streams, system, user
 from tagql.text2sql import prompts
 from tagql.text2sql.answer_check import check_sentence, plain_listing
 
@@ -88,16 +89,22 @@ def format_data_points(result: Result, settings: AnswerSettings) -> str:
     return f"The query returned {n} rows:\n{table}"
 
 
-def generate_answer(question: str, result: Result, llm: LLM, settings: AnswerSettings) -> str:
+def generate_answer(question: str, result: Result, llm: LLM, settings: AnswerSettings,
+                    on_text: Callable[[str], None] | None = None) -> str:
     """Ask the LM for a short answer grounded in the rows. The schema is deliberately left out:
     with it, small models "correct" ids into names they saw in the schema's examples. A sentence that
     leaves out, reorders or invents rows or numbers (``answer_check``) is replaced by a plain listing of
-    the rows, with a note on ``result.notes`` saying why."""
+    the rows, with a note on ``result.notes`` saying why. ``on_text`` hears the sentence piece by piece as
+    the model writes it, when the model streams (``supports_stream``); it sees the raw sentence, the
+    return value is the checked one."""
     if not result.rows:
         return "The query returned no rows, so the database has no data matching the question."
     data = format_data_points(result, settings)
     messages = [system(prompts.ANSWER_SYSTEM), user(prompts.answer_user_prompt(question, data))]
-    reply = llm.complete(messages, max_tokens=settings.max_answer_tokens)
+    if on_text is not None and llm.supports_stream:
+        reply = cast("Streams", llm).stream(messages, on_text=on_text, max_tokens=settings.max_answer_tokens)
+    else:
+        reply = llm.complete(messages, max_tokens=settings.max_answer_tokens)
     text = reply.text.strip()
     if not text:
         return "(the model gave no answer; see the rows)"
