@@ -117,8 +117,9 @@ class TagQL:
         pieces: list[str] = []
 
         def answer_text(piece: str) -> None:  # the sentence as the model writes it (a streaming model)
-            pieces.append(piece)
-            emit("answer", {"token": piece, "answer": "".join(pieces)})
+            if piece:  # an empty piece is the model asking whether to go on: nothing to send
+                pieces.append(piece)
+                emit("answer", {"token": piece, "answer": "".join(pieces)})
 
         text = generate_answer(said, result, self.llm, self.settings.answer,
                                on_text=answer_text if on_event is not None else None)

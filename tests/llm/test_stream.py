@@ -94,5 +94,22 @@ def test_local_model_streams_what_it_completes_and_stops_at_once() -> None:
 
     with pytest.raises(Stop):
         llm.stream(messages, on_text=stop_after_three, max_tokens=120)
-    assert len(seen) == 3
+    assert len(seen) == 3 and all(seen)
     assert llm.complete(messages, max_tokens=120).text == whole  # the KV cache was left consistent
+
+    # a stop asked for during a long prompt evaluation aborts it inside llama.cpp (on_text("") polls)
+    long = [user("Add these numbers: " + " + ".join(str(i) for i in range(1500)))]
+    llm.forget_cached_prompts()
+    deadline = time.perf_counter() + 0.3
+    polls: list[str] = []
+
+    def stop_soon(piece: str) -> None:
+        polls.append(piece)
+        if time.perf_counter() > deadline:
+            raise Stop
+
+    with pytest.raises(Stop):
+        llm.stream(long, on_text=stop_soon, max_tokens=20)
+    late = time.perf_counter() - deadline
+    assert polls and polls[0] == "" and late < 1.0, f"stopped {late:.2f} s after the deadline"
+    assert llm.complete(messages, max_tokens=120).text == whole  # and the model still answers as before

@@ -119,8 +119,10 @@ class Streams(Protocol):
 
     ``on_text(piece)`` is called from the generating thread with each new piece of the reply, in order (their
     concatenation is the reply's text so far, stop strings included until they are recognised: the returned
-    :class:`Completion` has the final text). It is called at least once per decoding step, so raising from it
-    is how a caller stops a generation within one step; nothing is accounted for a stopped generation."""
+    :class:`Completion` has the final text). A piece may be empty: a backend may call ``on_text("")`` while it
+    computes (the local one does during a long prompt evaluation, every 50 ms) to learn whether to go on.
+    Raising from it is how a caller stops a generation within a step; nothing is accounted for a stopped
+    generation."""
 
     def stream(self, messages: list[Message], *, on_text: Callable[[str], None], max_tokens: int = 256,
                stop: list[str] | None = None) -> Completion: ...

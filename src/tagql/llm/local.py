@@ -419,7 +419,7 @@ class LocalLLM:
         stops = list(rendered.stop or []) if isinstance(rendered.stop, list) else ([rendered.stop] if rendered.stop else [])
         stops += list(stop or [])
         start = time.perf_counter()
-        with self._lock:
+        with self._lock, _Aborter(self._llama, on_text) as aborter:
             for attempt in range(2):
                 try:
                     self._prefixes.ensure(self._llama, prefix, len(tokens) + max_tokens, self._disk)
@@ -428,6 +428,10 @@ class LocalLLM:
                 # llama_decode found no room in the KV cache (fragmented by stored prefixes), or a spilled
                 # prefix could not be reloaded: start over from an empty cache once
                 except RuntimeError:
+                    if aborter.stopped is not None:  # on_text asked to stop during a decode: it was aborted
+                        _seq_rm(self._llama._ctx, 0, -1, -1)  # the generating sequence's cells are half-written
+                        self._llama.reset()
+                        raise aborter.stopped from None
                     if attempt:
                         raise
                     self._prefixes.clear(self._llama)
@@ -572,6 +576,51 @@ class LocalLLM:
         self.usage.add(Completion(text="", prompt_tokens=len(tokens), completion_tokens=n_out,
                                   seconds=time.perf_counter() - start))
         return out
+
+
+class _Aborter:
+    """While a streaming call runs, llama.cpp asks this (from its compute thread, between graph nodes) whether
+    to abort the decode in progress: a prompt evaluation is one long decode, so without it a stop requested
+    by ``on_text`` waits for the whole prompt. At most every ``every_s`` it calls ``on_text("")`` (a piece
+    with no text: "still going?"); once that raises, every decode aborts and the exception is kept in
+    ``stopped`` for the caller to raise. Aborting never changes what a decode that completes computes."""
+
+    every_s = 0.05
+
+    def __init__(self, llama: Any, on_text: Callable[[str], None] | None) -> None:
+        self.llama, self.on_text = llama, on_text
+        self.stopped: BaseException | None = None
+        self._next = 0.0
+        self._callback: Any = None
+
+    def __enter__(self) -> _Aborter:
+        if self.on_text is not None:
+            import llama_cpp
+
+            self._callback = llama_cpp.ggml_abort_callback(self._ask)
+            llama_cpp.llama_set_abort_callback(self.llama._ctx.ctx, self._callback, None)
+        return self
+
+    def _ask(self, _data: Any) -> bool:
+        if self.stopped is not None:
+            return True
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self.every_s
+        try:
+            self.on_text("")  # type: ignore[misc]
+        except BaseException as exc:  # noqa: BLE001 - kept and raised by the caller, never inside llama.cpp
+            self.stopped = exc
+            return True
+        return False
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._callback is not None:
+            import llama_cpp
+
+            llama_cpp.llama_set_abort_callback(self.llama._ctx.ctx, llama_cpp.ggml_abort_callback(), None)
+            self._callback = None
 
 
 def _formatters(llama: Any) -> tuple[Any, Any]:
