@@ -3,6 +3,8 @@ distinct sample values per text column (they show the LLM how values are spelled
 
 from __future__ import annotations
 
+import re
+
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -26,6 +28,12 @@ def introspect(db: Database, *, sample_values: int = 3) -> Schema:
         insp = sa.inspect(db.engine)
         names = sorted(n for n in insp.get_table_names() if not n.startswith("sqlite_"))
         names += sorted(insp.get_view_names())
+        if db.dialect == "sqlite":  # an FTS/R*Tree table's own storage (docs_data, r_node ...) is no data
+            from tagql.db.dialects.sqlite import shadow_tables
+
+            with db.engine.connect() as conn:
+                shadow = shadow_tables(conn.connection.dbapi_connection)
+            names = [n for n in names if n not in shadow]
     except Exception as exc:  # a corrupt file fails here first
         if isinstance(exc, DBAPIError) or "file is not a database" in str(exc):
             raise NotADatabase(f"cannot read the schema of {db.name}: {exc}".splitlines()[0]) from exc
@@ -71,9 +79,23 @@ def _add_samples(db: Database, schema: Schema, k: int) -> None:
             if not db.backend.sample_values:
                 return
             cond = f"{col} IS NOT NULL AND {col} <> ''" if c.type else f"{col} IS NOT NULL"
-            sql = f"SELECT DISTINCT {col} FROM {tab} WHERE {cond} LIMIT {k}"
+            sql = f"SELECT DISTINCT {col} FROM {tab} WHERE {cond} LIMIT {4 * k}"
             try:
-                result = db.execute(sql, timeout_s=2.0, row_cap=k)
+                result = db.execute(sql, timeout_s=2.0, row_cap=4 * k)
             except Exception:  # sampling is a nicety: never fail introspection on it
                 continue
-            c.samples = [r[0] for r in result.rows if isinstance(r[0], (str, int, float))]
+            values = [r[0] for r in result.rows if isinstance(r[0], (str, int, float))]
+            c.samples = [v for v in values if not looks_like_instructions(v)][:k]
+
+
+# Sample values reach every prompt that shows the schema (SQL, TAG plans): a stored value that reads like an
+# instruction or a statement is not shown (another value of the column is), so row text cannot steer a plan
+# through the schema. The rows a query returns are still data the answer step and LM operators read.
+_INSTRUCTION_LIKE = re.compile(
+    r"[;<>{}\n`]|\b(?:ignore|instructions?|system|assistant|prompt|tool|select|insert|update|delete|drop|alter|"
+    r"create|attach|pragma|exec(?:ute)?|answer|sql)\b", re.IGNORECASE)
+
+
+def looks_like_instructions(value: object) -> bool:
+    """A sample value that is long (over 60 characters) or holds instruction or SQL words or markup."""
+    return isinstance(value, str) and (len(value) > 60 or _INSTRUCTION_LIKE.search(value) is not None)

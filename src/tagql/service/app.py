@@ -221,17 +221,26 @@ class BodyLimit:
         if length is not None and length.isdigit() and int(length) > self.limit:
             return await error_response(TooLarge(f"the request body is over {self.limit} bytes"))(
                 scope, receive, send)
+        # a body without Content-Length (chunked) is read here, up to the limit, before the app sees it: an
+        # error raised while the app reads would surface as FastAPI's 400 "error parsing the body"
+        messages: list[dict] = []
         seen = 0
-
-        async def limited() -> dict:
-            nonlocal seen
+        while True:
             message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break  # the client went away
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise TooLarge(f"the request body is over {self.limit} bytes")
-            return message
+                return await error_response(TooLarge(f"the request body is over {self.limit} bytes"))(
+                    scope, receive, send)
+            if not message.get("more_body"):
+                break
 
-        await self.app(scope, limited, send)
+        async def replay() -> dict:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
 
 
 def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None, registry: Registry | None = None,

@@ -195,8 +195,14 @@ class StateStore:
 
     def migrate(self) -> list[int]:
         """Apply the migrations this database lacks, each in its own transaction; returns their versions."""
-        with self.engine.begin() as conn:
-            schema_version.create(conn, checkfirst=True)
+        try:
+            with self.engine.begin() as conn:
+                schema_version.create(conn, checkfirst=True)
+        except sa.exc.DBAPIError:
+            # two processes starting on a new store at once: both saw no table, the other one created it
+            with self.engine.connect() as conn:
+                if not sa.inspect(conn).has_table("schema_version"):
+                    raise
         current = self.version()
         if current > SCHEMA_VERSION:
             raise StateError(f"the state store has schema version {current}, this tagql knows up to "
