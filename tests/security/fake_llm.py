@@ -3,7 +3,10 @@ point the real :class:`tagql.llm.openai_compat.OpenAICompatLLM` at it.
 
 Each request takes the next mode from ``server.modes`` (the last one repeats):
 
-* ``ok`` -- a well-formed completion whose content is ``server.reply`` (a callable of the request body, or text)
+* ``ok`` -- a well-formed completion whose content is ``server.reply`` (a callable of the request body, or text),
+  streamed as server-sent events in three pieces when the request asks ``"stream": true``
+* ``plain`` -- ``ok`` as one JSON completion even when a stream was asked for (a server that ignores it)
+* ``streamcut`` -- a stream whose first piece arrives, then the connection is closed
 * ``slow`` -- ``ok`` after ``server.delay_s`` seconds
 * ``garbage`` -- HTTP 200 with an HTML page
 * ``nochoices`` -- HTTP 200 with JSON lacking ``choices``
@@ -60,8 +63,29 @@ class FakeLLMServer:
         if mode == "slow":
             time.sleep(self.delay_s)
             mode = "ok"
-        if mode == "ok":
-            text = self.reply(body) if callable(self.reply) else self.reply
+        text = self.reply(body) if callable(self.reply) else self.reply
+        if mode in ("ok", "streamcut") and body.get("stream"):
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Transfer-Encoding", "chunked")  # what servers stream with: a cut is then visible
+            h.end_headers()
+
+            def chunk(data: bytes) -> None:
+                h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                h.wfile.flush()
+
+            third = max(1, len(text) // 3)
+            for piece in (text[:third], text[third:2 * third], text[2 * third:]):
+                chunk(f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': piece}}]})}\n\n".encode())
+                if mode == "streamcut":
+                    h.close_connection = True
+                    h.connection.shutdown(2)
+                    return None
+            usage = {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3}}
+            chunk(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+            h.wfile.write(b"0\r\n\r\n")
+            return None
+        if mode in ("ok", "plain"):
             payload = {"id": "x", "object": "chat.completion", "model": body.get("model", "m"),
                        "choices": [{"index": 0, "finish_reason": "stop",
                                     "message": {"role": "assistant", "content": text}}],

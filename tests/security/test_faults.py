@@ -96,6 +96,31 @@ def test_persistent_llm_failures_give_up_with_one_line(mode: str, says: str) -> 
     assert says in _one_line(info.value) and len(srv.requests) == 3
 
 
+def test_a_stream_arrives_in_pieces_and_a_server_ignoring_stream_still_answers() -> None:
+    for mode in ("ok", "plain"):
+        pieces: list[str] = []
+        with FakeLLMServer([mode], reply="There are 750 superheroes.") as srv:
+            done = _llm(srv.base_url).stream([user("hi")], on_text=pieces.append)
+        assert done.text == "There are 750 superheroes." == "".join(pieces)
+        assert len(pieces) == (3 if mode == "ok" else 1)
+
+
+def test_a_stream_cut_after_text_went_out_is_one_line_and_not_repeated() -> None:
+    pieces: list[str] = []
+    with FakeLLMServer(["streamcut", "ok"], reply="There are 750 superheroes.") as srv:
+        with pytest.raises(LLMUnavailable) as info:
+            _llm(srv.base_url).stream([user("hi")], on_text=pieces.append)
+    assert "failed mid-stream" in _one_line(info.value) and pieces == ["There ar"] and len(srv.requests) == 1
+
+
+@pytest.mark.parametrize("transient", ["429", "503", "cut"])
+def test_a_stream_refused_before_any_text_is_retried(transient: str) -> None:
+    pieces: list[str] = []
+    with FakeLLMServer([transient, "ok"], reply="750.") as srv:
+        done = _llm(srv.base_url).stream([user("hi")], on_text=pieces.append)
+    assert done.text == "750." and len(srv.requests) == 2
+
+
 def test_retry_after_is_honoured_and_capped() -> None:
     import httpx
 

@@ -19,9 +19,25 @@ import pytest
 from tagql.config import load_settings
 from tagql.llm.base import Message
 from tagql.llm.scripted import ScriptedLLM
-from tests.ui.conftest import Watched, browser, open_page, run_server  # noqa: F401 - fixtures used by name
+from tests.ui.conftest import CHROMIUM, Watched, open_page, run_server  # noqa: F401 - open_page: a fixture
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+@pytest.fixture(scope="module")  # Playwright's sync API keeps an event loop running: end it with this module
+def browser() -> Iterator[Any]:
+    import os
+    import shutil
+
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        if os.environ.get("CI"):
+            pytest.fail(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
 
 
 class Listener:

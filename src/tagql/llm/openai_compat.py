@@ -202,40 +202,73 @@ class OpenAICompatLLM:
         if stop:
             body["stop"] = stop
         start = time.perf_counter()
-        text, usage = "", {}
-        try:
-            with self._client.stream("POST", "/chat/completions", json=body) as resp:
-                if resp.status_code >= 400:
-                    resp.read()
-                    self._checked(resp)  # raises the one-line error
-                for line in resp.iter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    try:
-                        chunk = json.loads(data)
-                        choices = chunk.get("choices") or []
-                        piece = (choices[0].get("delta") or {}).get("content") or "" if choices else ""
-                    except (ValueError, AttributeError, IndexError) as exc:
-                        raise LLMOutputError(f"the LLM endpoint streamed a malformed event: {_one_line(data)!r}",
-                                             "is it OpenAI-compatible?") from exc
-                    usage = chunk.get("usage") or usage
-                    if piece:
-                        text += piece
-                        on_text(piece)
-        except httpx.TimeoutException as exc:
-            raise LLMUnavailable(f"the LLM endpoint {self.base_url} stopped streaming for "
-                                 f"{self._client.timeout.read:g} s", "check the server's load") from exc
-        except httpx.TransportError as exc:
-            raise LLMUnavailable(f"the LLM endpoint {self.base_url} failed mid-stream: {exc.__class__.__name__}",
-                                 "check the server's log") from exc
+        for attempt in range(self.max_retries + 1):
+            text, usage, retry = _stream_body(self, body, on_text, attempt)
+            if retry is None:
+                break
+            time.sleep(retry)
         completion = Completion(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
                                 completion_tokens=int(usage.get("completion_tokens") or 0),
                                 seconds=time.perf_counter() - start)
         self.usage.add(completion)
         return completion
+
+
+def _stream_body(llm: OpenAICompatLLM, body: dict[str, Any], on_text: Callable[[str], None],
+                 attempt: int) -> tuple[str, dict[str, Any], float | None]:
+    """One streamed request: (text, usage, None), or (.., .., seconds to wait) for a transient refusal before
+    any text went out (a 429/5xx answer, or a connection refused at once is not retried: nothing listens)."""
+    text, usage = "", {}
+    last = attempt == llm.max_retries
+    try:
+        with llm._client.stream("POST", "/chat/completions", json=body) as resp:
+            if resp.status_code in llm.RETRY_STATUSES and not last:
+                return "", {}, llm._retry_delay(resp, attempt)
+            if resp.status_code >= 400:
+                resp.read()
+                if attempt:
+                    resp.extensions["tagql_tries"] = attempt + 1
+                llm._checked(resp)  # raises the one-line error
+            if not resp.headers.get("content-type", "").startswith("text/event-stream"):
+                resp.read()  # a server that ignores "stream": one ordinary completion
+                data = llm._checked(resp)
+                try:
+                    text = data["choices"][0]["message"]["content"] or ""
+                except (KeyError, IndexError, TypeError) as exc:
+                    raise LLMOutputError(f"the LLM endpoint returned a malformed response: {str(data)[:200]!r}",
+                                         "is it OpenAI-compatible?") from exc
+                if text:
+                    on_text(text)
+                return text, data.get("usage") or {}, None
+            for line in resp.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(data)
+                    choices = chunk.get("choices") or []
+                    piece = (choices[0].get("delta") or {}).get("content") or "" if choices else ""
+                except (ValueError, AttributeError, IndexError) as exc:
+                    raise LLMOutputError(f"the LLM endpoint streamed a malformed event: {_one_line(data)!r}",
+                                         "is it OpenAI-compatible?") from exc
+                usage = chunk.get("usage") or usage
+                if piece:
+                    text += piece
+                    on_text(piece)
+    except httpx.TimeoutException as exc:
+        raise LLMUnavailable(f"the LLM endpoint {llm.base_url} stopped streaming for "
+                             f"{llm._client.timeout.read:g} s", "check the server's load") from exc
+    except httpx.ConnectError as exc:
+        raise LLMUnavailable(f"cannot reach the LLM endpoint {llm.base_url}: {exc.__class__.__name__}",
+                             "start the server or set TAGQL_LLM__BASE_URL") from exc
+    except httpx.TransportError as exc:
+        if not text and not last:  # cut before any text went out: nothing was shown, ask again
+            return "", {}, llm.retry_backoff_s * 2**attempt
+        raise LLMUnavailable(f"the LLM endpoint {llm.base_url} failed mid-stream: {exc.__class__.__name__}",
+                             "check the server's log") from exc
+    return text, usage, None
 
 
 def _one_line(text: str, limit: int = 200) -> str:
