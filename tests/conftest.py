@@ -34,6 +34,25 @@ def demo_db_path() -> Path:
     return demo_database_path()
 
 
+def bird_database(shared_data: Path, name: str):
+    """A BIRD dev database from the shared data, opened read-only as every test uses it."""
+    from tagql.db import open_database
+
+    return open_database(shared_data / "bird" / "dev_databases" / name / f"{name}.sqlite")
+
+
+@pytest.fixture(scope="module")
+def club(shared_data: Path):
+    """BIRD's student_club (the repairs' and grounding's second database)."""
+    return bird_database(shared_data, "student_club")
+
+
+@pytest.fixture(scope="module")
+def tox(shared_data: Path):
+    """BIRD's toxicology."""
+    return bird_database(shared_data, "toxicology")
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
     """A PostgreSQL database holding the demo data (``.ci/run`` starts one and loads it), read through a

@@ -18,16 +18,6 @@ def db(demo_db_path):
     return open_database(demo_db_path)
 
 
-@pytest.fixture(scope="module")
-def club(shared_data):
-    return open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
-
-
-@pytest.fixture(scope="module")
-def tox(shared_data):
-    return open_database(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite")
-
-
 def repaired(sql: str, db) -> tuple[str, list[str]]:
     tree = sqlglot.parse_one(sql, read="sqlite")
     notes = repair_columns(tree, db.schema)
