@@ -146,6 +146,10 @@ def test_one_row_answers_that_obey_are_replaced_too(demo_db_path: Path, tmp_path
     # quoting the stored value whole is reporting it, not obeying it
     assert check_sentence("The name of hero 1 is '); DROP TABLE superhero; --.", ["name"], rows,
                           question="What is the name of hero 1?").ok
+    # names that read like SQL verbs are not commands
+    assert check_sentence("The writer is Grant Morrison.", ["w"], [("Grant Morrison",)], question="Who wrote it?").ok
+    # a stored value that is a command, quoted as the value, is reported, not obeyed
+    assert check_sentence("The power is called drop table.", ["p"], [("drop table",)], question="Which power?").ok
     # a question about commands may get an answer that names one
     assert check_sentence("The power is called drop table.", ["p"], [("drop table",)],
                           question="Which power is called drop table?").ok
