@@ -120,7 +120,7 @@ class Streams(Protocol):
     ``on_text(piece)`` is called from the generating thread with each new piece of the reply, in order (their
     concatenation is the reply's text so far, stop strings included until they are recognised: the returned
     :class:`Completion` has the final text). A piece may be empty: a backend may call ``on_text("")`` while it
-    computes (the local one does during a long prompt evaluation, every 50 ms) to learn whether to go on.
+    computes (the local one does every 50 ms, from a watcher thread) to learn whether to go on.
     Raising from it is how a caller stops a generation within a step; nothing is accounted for a stopped
     generation."""
 

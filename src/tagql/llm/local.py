@@ -578,49 +578,76 @@ class LocalLLM:
         return out
 
 
+def _flag_reader() -> Any:
+    """A C function ``bool f(void *flag)`` that is true when the flag byte is set, for llama.cpp's abort
+    callback, or None. It is libc's ``strlen`` over a two-byte buffer: ``"\\0"`` (0: go on) or ``"x"`` (1:
+    abort). Why not a Python callback: llama.cpp calls it after every graph node (~1,000 per decode) from its
+    compute thread, and each call would take the GIL (waiting up to the 5 ms switch interval whenever another
+    thread, e.g. the service's event loop, runs Python), stalling every compute thread at the next barrier."""
+    import ctypes
+    import ctypes.util
+
+    import llama_cpp
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else ctypes.CDLL(None)
+        return ctypes.cast(libc.strlen, llama_cpp.ggml_abort_callback)
+    except (OSError, AttributeError):
+        return None
+
+
 class _Aborter:
-    """While a streaming call runs, llama.cpp asks this (from its compute thread, between graph nodes) whether
-    to abort the decode in progress: a prompt evaluation is one long decode, so without it a stop requested
-    by ``on_text`` waits for the whole prompt. At most every ``every_s`` it calls ``on_text("")`` (a piece
-    with no text: "still going?"); once that raises, every decode aborts and the exception is kept in
-    ``stopped`` for the caller to raise. Aborting never changes what a decode that completes computes."""
+    """While a streaming call runs, a watcher thread asks ``on_text("")`` every ``every_s`` whether to go on
+    (a piece with no text); once that raises, it sets a flag llama.cpp's abort callback reads without Python
+    (:func:`_flag_reader`), so the decode in progress -- a whole prompt evaluation is one decode -- aborts
+    after its current graph node, and every later one at once. The exception is kept in ``stopped`` for the
+    caller to raise. Aborting never changes what a decode that completes computes."""
 
     every_s = 0.05
+    _reader: Any = None
 
     def __init__(self, llama: Any, on_text: Callable[[str], None] | None) -> None:
         self.llama, self.on_text = llama, on_text
         self.stopped: BaseException | None = None
-        self._next = 0.0
-        self._callback: Any = None
+        self._watcher: threading.Thread | None = None
+        self._done = threading.Event()
 
     def __enter__(self) -> _Aborter:
-        if self.on_text is not None:
-            import llama_cpp
+        if self.on_text is None:
+            return self
+        import ctypes
 
-            self._callback = llama_cpp.ggml_abort_callback(self._ask)
-            llama_cpp.llama_set_abort_callback(self.llama._ctx.ctx, self._callback, None)
+        import llama_cpp
+
+        if _Aborter._reader is None:
+            _Aborter._reader = _flag_reader() or False
+        if not _Aborter._reader:
+            return self  # no libc to read the flag: stops come between decoding steps only
+        self._flag = ctypes.create_string_buffer(2)
+        llama_cpp.llama_set_abort_callback(self.llama._ctx.ctx, _Aborter._reader,
+                                           ctypes.cast(self._flag, ctypes.c_void_p))
+        self._watcher = threading.Thread(target=self._watch, name="tagql-llm-stop", daemon=True)
+        self._watcher.start()
         return self
 
-    def _ask(self, _data: Any) -> bool:
-        if self.stopped is not None:
-            return True
-        now = time.monotonic()
-        if now < self._next:
-            return False
-        self._next = now + self.every_s
-        try:
-            self.on_text("")  # type: ignore[misc]
-        except BaseException as exc:  # noqa: BLE001 - kept and raised by the caller, never inside llama.cpp
-            self.stopped = exc
-            return True
-        return False
+    def _watch(self) -> None:
+        while not self._done.wait(self.every_s):
+            try:
+                self.on_text("")  # type: ignore[misc]
+            except BaseException as exc:  # noqa: BLE001 - kept and raised by the generating thread
+                self.stopped = exc
+                self._flag[0] = b"x"
+                return
 
     def __exit__(self, *exc: Any) -> None:
-        if self._callback is not None:
+        if self._watcher is not None:
             import llama_cpp
 
+            self._done.set()
+            self._watcher.join()
             llama_cpp.llama_set_abort_callback(self.llama._ctx.ctx, llama_cpp.ggml_abort_callback(), None)
-            self._callback = None
+            self._watcher = None
 
 
 def _formatters(llama: Any) -> tuple[Any, Any]:
