@@ -132,3 +132,19 @@ def test_a_version_2_state_store_gains_conversations_keeping_its_answers(tmp_pat
     turns = store.conversation("c1")
     assert turns is not None and [(t["question"], t["id"]) for t in turns] == [("q?", answer_id)]
     assert store.conversation("c2") is None
+
+
+async def test_a_streamed_follow_up_carries_the_conversation(make_app: Callable[..., Any]) -> None:
+    import json
+
+    llm = ScriptedLLM(by_question({"How many superheroes are published by Marvel Comics?": MARVEL,
+                                   "and for DC Comics?": DC}))
+    async with client_for(make_app(llm)) as c:
+        first = (await c.post("/v1/ask", json={"database": "superhero",
+                                               "question": "How many superheroes are published by Marvel Comics?"})).json()
+        r = await c.post("/v1/ask", headers={"accept": "text/event-stream"},
+                         json={"database": "superhero", "question": "and for DC Comics?",
+                               "conversation_id": first["conversation_id"]})
+    done = json.loads(r.text.strip().split("\n\n")[-1].split("data: ", 1)[1])
+    assert done["conversation_id"] == first["conversation_id"] and done["values"] == [224]
+    assert done["context_turns"] == 1
