@@ -105,8 +105,9 @@ def test_session_conversation_passes_earlier_turns(demo_db_path: Path) -> None:
     sql_prompt = llm.prompts[2][1].content
     assert "Query: How many superheroes are published by Marvel Comics?" in sql_prompt and MARVEL in sql_prompt
     assert "-- Answer: 387 superheroes." in sql_prompt
-    # the answer is written for the follow-up read with the question it follows
-    assert "Marvel Comics? Follow-up: and for DC Comics?" in llm.prompts[3][1].content
+    # the sentence answers the follow-up as asked (not the earlier question: see pipeline.py)
+    assert "Question: and for DC Comics?\nAnswer:" in llm.prompts[3][1].content
+    assert "Marvel" not in llm.prompts[3][1].content
     assert "Earlier questions" not in llm.prompts[0][1].content
 
 
