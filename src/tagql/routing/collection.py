@@ -157,11 +157,14 @@ class Collection:
         return {(t, c): v for t, c, v in json.loads(f.read_text())}
 
     # ---- updates -----------------------------------------------------------------------------
-    def add(self, schema: Schema, *, kind: str, target: str | None, name: str | None = None) -> DatabaseEntry:
-        """Add or replace one database: read its values (if it has data), compute its graph edges."""
+    def add(self, schema: Schema, *, kind: str, target: str | None, name: str | None = None,
+            values: dict[tuple[str, str], list[Any]] | None = None) -> DatabaseEntry:
+        """Add or replace one database: read its values (if it has data; ``values`` gives them instead,
+        as ``{(table, column): distinct values}``), compute its graph edges."""
         name = name or schema.name
         schema.name = name
-        values = read_values(target, schema) if target else {}
+        if values is None:
+            values = read_values(target, schema) if target else {}
         self.path.mkdir(parents=True, exist_ok=True)
         vdir = self.path / "values"
         vdir.mkdir(exist_ok=True)

@@ -16,8 +16,10 @@ touches the others.
 
 from __future__ import annotations
 
+import math
+import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -53,9 +55,16 @@ def _kind(t: str) -> str:
 
 
 def table_edges(schema: Schema, values: Mapping[tuple[str, str], Iterable[str]] | None = None) -> list[Edge]:
-    """All table-table relations of one database; ``values`` maps (table, column) to distinct values."""
+    """All table-table relations of one database; ``values`` maps (table, column) to distinct values.
+
+    Near-linear in the number of columns: joinable column pairs are only looked for among *candidates*
+    that share a normalised name (or follow the ``customer.id ~ orders.customer_id`` rule), found by
+    indexing column names, never by comparing every column pair of every table pair; value overlap is
+    then checked within a name block with a prefix filter on the value sets (exact: a pair with Jaccard
+    above the threshold always shares a token of the two sets' rarest ones). The edges are exactly those
+    of :func:`table_edges_exhaustive` (the pairwise reference, tested equal), in the same order and with
+    the same evidence."""
     found: dict[frozenset[str], Edge] = {}
-    names = {t.name.lower(): t.name for t in schema.tables}
 
     def add(a: str, b: str, kind: str, evidence: str) -> None:
         if a == b:
@@ -64,6 +73,53 @@ def table_edges(schema: Schema, values: Mapping[tuple[str, str], Iterable[str]] 
         if key not in found:
             found[key] = Edge(*sorted((a, b)), kind, evidence)
 
+    _key_edges(schema, add)
+    if values:
+        sets = {k: set(map(str, v)) for k, v in values.items()}
+        keys = [k for k, v in sets.items() if len(v) >= 3]
+        norm = [_norm(c) for _t, c in keys]
+        cands: set[tuple[int, int]] = set()
+        for block in _name_blocks([t for t, _c in keys], norm, strict=False):
+            cands |= _overlapping(block, [sets[keys[i]] for i in block], JACCARD)
+        for i, j in sorted(cands):  # the reference's order: the first overlapping columns give the evidence
+            (ta, ca), (tb, cb) = keys[i], keys[j]
+            if ta == tb or frozenset((ta, tb)) in found:
+                continue
+            va, vb = sets[(ta, ca)], sets[(tb, cb)]
+            jac = len(va & vb) / len(va | vb)
+            if jac > JACCARD:
+                add(ta, tb, "values", f"{ta}.{ca} ~ {tb}.{cb} (jaccard {jac:.2f})")
+    has_data = {k for k, v in (values or {}).items() if len(set(v)) >= 3}
+    flat = [(ti, ci) for ti, t in enumerate(schema.tables) for ci in range(len(t.columns))]
+    tabs = [schema.tables[ti].name for ti, _ in flat]
+    norm = [_norm(schema.tables[ti].columns[ci].name) for ti, ci in flat]
+    best: dict[tuple[int, int], tuple[int, int]] = {}  # table pair -> first (column of a, column of b)
+    for block in _name_blocks(tabs, norm, strict=True):
+        for x in range(len(block)):
+            for y in range(x + 1, len(block)):
+                p, q = flat[block[x]], flat[block[y]]
+                if p[0] == q[0]:
+                    continue
+                if p[0] > q[0]:
+                    p, q = q, p
+                key = (p[0], q[0])
+                if best.get(key, (1 << 62, 0)) <= (p[1], q[1]):
+                    continue
+                ca, cb = schema.tables[p[0]].columns[p[1]], schema.tables[q[0]].columns[q[1]]
+                ta, tb = schema.tables[p[0]].name, schema.tables[q[0]].name
+                if (_kind(ca.type) == _kind(cb.type) and not ((ta, ca.name) in has_data and (tb, cb.name) in has_data)
+                        and _names_related(schema, ta, ca.name, tb, cb.name, strict=True)):
+                    best[key] = (p[1], q[1])
+    for (i, j), (x, y) in sorted(best.items()):
+        ta, tb = schema.tables[i], schema.tables[j]
+        if frozenset((ta.name, tb.name)) not in found:
+            add(ta.name, tb.name, "names", f"{ta.name}.{ta.columns[x].name} ~ {tb.name}.{tb.columns[y].name}")
+    return sorted(found.values(), key=lambda e: (e.a, e.b))
+
+
+def _key_edges(schema: Schema, add: Callable[[str, str, str, str], None]) -> None:
+    """Declared foreign keys (``pk_fk``) and pairs of tables referencing the same column (``fk_fk``)."""
+    names = {t.name.lower(): t.name for t in schema.tables}
     refs: dict[tuple[str, str], set[str]] = defaultdict(set)  # (ref table, ref col) -> referencing tables
     for t in schema.tables:
         for fk in t.foreign_keys:
@@ -77,6 +133,76 @@ def table_edges(schema: Schema, values: Mapping[tuple[str, str], Iterable[str]] 
         for i, a in enumerate(tabs_sorted):
             for b in tabs_sorted[i + 1:]:
                 add(a, b, "fk_fk", f"both reference {ref}.{col}")
+
+
+def _norm(name: str) -> str:
+    return split_identifier(name).replace(" ", "")
+
+
+def _name_blocks(tables: Sequence[str], norm: Sequence[str], *, strict: bool) -> list[list[int]]:
+    """Groups of column indices (``tables[i]``'s column with normalised name ``norm[i]``) such that every
+    pair :func:`_names_related` accepts lies within one group: columns of the same name (not a generic
+    one when ``strict``), and for a table ``customer`` its ``id`` / ``customer_id`` with the other
+    tables' ``customer_id`` columns. Found through a name index: no pair of columns is compared."""
+    by_name: dict[str, list[int]] = defaultdict(list)
+    for i, n in enumerate(norm):
+        by_name[n].append(i)
+    blocks = [ix for n, ix in by_name.items() if len(ix) > 1 and not (strict and n in _GENERIC)]
+    ents: dict[str, tuple[str, ...]] = {}
+    for i, t in enumerate(tables):
+        for e in ents.setdefault(t, _entities(t)):
+            if norm[i] in ("id", e + "id"):
+                others = [j for n in dict.fromkeys((e + "id", e.rstrip("s") + "id")) if n != norm[i]
+                          for j in by_name.get(n, ()) if tables[j] != t]
+                if others:
+                    blocks.append([i] + others)
+    return blocks
+
+
+def _overlapping(block: Sequence[int], sets: Sequence[set[str]], threshold: float) -> set[tuple[int, int]]:
+    """Pairs ``(i, j)``, i < j, of ``block``'s indices whose value sets may have Jaccard >= threshold: a
+    superset of them, by the prefix filter (order the values rarest first within the block; two sets
+    with Jaccard >= t share one of the first ``n - ceil(t n) + 1`` values of each). Sizes must also be
+    within the ratio t. Blocks of a few columns are compared pairwise."""
+    m = len(block)
+    if m < 2:
+        return set()
+    if m <= 8:
+        return {(min(block[x], block[y]), max(block[x], block[y])) for x in range(m) for y in range(x + 1, m)}
+    freq: dict[str, int] = defaultdict(int)
+    for s in sets:
+        for v in s:
+            freq[v] += 1
+    index: dict[str, list[int]] = defaultdict(list)
+    out: set[tuple[int, int]] = set()
+    for x in sorted(range(m), key=lambda x: len(sets[x])):  # shorter first: a later set is never shorter
+        s = sets[x]
+        n = len(s)
+        prefix = sorted(s, key=lambda v: (freq[v], v))[: n - math.ceil(threshold * n) + 1]
+        seen: set[int] = set()
+        for v in prefix:
+            for y in index[v]:
+                if y not in seen and len(sets[y]) >= threshold * n:
+                    seen.add(y)
+                    out.add((min(block[x], block[y]), max(block[x], block[y])))
+            index[v].append(x)
+    return out
+
+
+def table_edges_exhaustive(schema: Schema, values: Mapping[tuple[str, str], Iterable[str]] | None = None
+                           ) -> list[Edge]:
+    """The pairwise reference of :func:`table_edges`: every column pair of every table pair (quadratic in
+    the columns; kept for tests and ``bench/routing/wide.py``'s before/after timing)."""
+    found: dict[frozenset[str], Edge] = {}
+
+    def add(a: str, b: str, kind: str, evidence: str) -> None:
+        if a == b:
+            return
+        key = frozenset((a, b))
+        if key not in found:
+            found[key] = Edge(*sorted((a, b)), kind, evidence)
+
+    _key_edges(schema, add)
     if values:
         sets = {k: set(map(str, v)) for k, v in values.items()}
         keys = [k for k, v in sets.items() if len(v) >= 3]
@@ -114,10 +240,18 @@ def _names_related(schema: Schema, ta: str, ca: str, tb: str, cb: str, *, strict
         return a not in _GENERIC if strict else True
     # customer.id ~ orders.customer_id
     for t1, c1, c2 in ((ta, a, b), (tb, b, a)):
-        ent = split_identifier(t1).replace(" ", "")
-        if c1 in ("id", ent + "id") and c2 in (ent + "id", ent.rstrip("s") + "id"):
-            return True
+        for ent in _entities(t1):
+            if c1 in ("id", ent + "id") and c2 in (ent + "id", ent.rstrip("s") + "id"):
+                return True
     return False
+
+
+def _entities(table: str) -> tuple[str, ...]:
+    """The entity names a table's key columns may carry: its normalised name, and for a namespaced name
+    (``sales.customer``, ``crm__customer``: schemas or databases merged into one) the last part too."""
+    full = _norm(table)
+    last = re.split(r"__|\.", table)[-1]
+    return (full, _norm(last)) if last and last != table else (full,)
 
 
 class SchemaGraph:

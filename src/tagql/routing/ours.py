@@ -137,6 +137,7 @@ class BuildConfig:
     seed: int = 0
 
 
+ONE_DATABASE = "prior: one database"  # meta["db_scorer"] of a router built on a one-database collection
 ENCODER_DIR = "encoder"  # router/encoder/: the fine-tuned sentence encoder (BuildConfig.finetune)
 TUNED_DIR = "table_encoder"  # router/table_encoder/: the contrastive table encoder (BuildConfig.tuned_steps)
 _ENCODERS: dict[str, Any] = {}
@@ -543,13 +544,24 @@ class GraphRouter:
                 for d in [gold] + order:
                     dx.append(df[qi, d])
                     dy.append(int(d == gold))
-        self.db_weights = fit_logistic(np.array(dx), np.array(dy)).astype(np.float32)
+        if len(self.dbs) > 1:
+            self.db_weights = fit_logistic(np.array(dx), np.array(dy)).astype(np.float32)
+            db_scorer = "fitted"
+        else:  # one database: nothing to tell apart (every example is the gold one); its best table decides
+            self.db_weights = self.db_prior()
+            db_scorer = ONE_DATABASE
         # the memory at inference holds every synthetic question
         self._set_memory(syn, vecs)
         self.meta = {"synthetic_questions": len(syn), "scorer_examples": len(xs), "embed_s": round(embed_s, 1),
-                     "weights": dict(zip(FEATURES, map(float, self.weights))),
+                     "db_scorer": db_scorer, "weights": dict(zip(FEATURES, map(float, self.weights))),
                      "db_weights": dict(zip(self.db_feature_names, map(float, self.db_weights)))}
         return self.meta
+
+    def db_prior(self) -> np.ndarray:
+        """Database-scorer weights for a collection of one database: its score is its best table's logit."""
+        w = np.zeros(len(self.db_feature_names), dtype=np.float32)
+        w[self.db_feature_names.index("max_logit")] = 1.0
+        return w
 
     def _embed_syn(self, syn: Sequence[SyntheticQuestion], progress: Progress | None) -> np.ndarray:
         parts = []
@@ -666,7 +678,8 @@ class GraphRouter:
             have = set(tables)
             used = [tr for _, tr in trails if have.issuperset(tr)]  # the graph trails these tables cover
             dl = float(db_row[di])
-            conf = 1 / (1 + math.exp(-min(max(dl, -50.0), 50.0)))
+            # one database: no choice to be unsure of; only nearness (is the question about it at all) counts
+            conf = 1.0 if len(self.dbs) == 1 else 1 / (1 + math.exp(-min(max(dl, -50.0), 50.0)))
             if near is not None:  # no synthetic question of this database is near: off-topic, say so
                 lo, hi = cfg.near_lo, cfg.near_hi
                 conf *= min(1.0, max(0.0, (float(near[di]) - lo) / (hi - lo)))
@@ -711,7 +724,8 @@ class GraphRouter:
         for s in range(0, len(questions), 128):
             chunk = list(questions[s:s + 128])
             f, near, lg, df, dlg = self._first_stage(chunk)
-            if self.reranker is not None and self.lexicon is not None:  # its soft coverage needs the lexicon
+            # its soft coverage needs the lexicon; one database has nothing to re-order
+            if self.reranker is not None and self.lexicon is not None and len(self.dbs) > 1:
                 dlg = np.stack([self._reranked(*self._rerank_matrix(q, f[i], lg[i], df[i], dlg[i], near[i]))
                                 for i, q in enumerate(chunk)])
             out += [self._candidates(row, k, drow, nrow) for row, drow, nrow in zip(lg, dlg, near)]
@@ -846,6 +860,11 @@ class GraphRouter:
         self._set_memory([self.syn[i] for i in keep] + new, np.concatenate([self.syn_vecs[keep], vecs]))
         removed = sorted(set(old) - set(self.collection.entries))
         self._fingerprints = {n: e.fingerprint for n, e in self.collection.entries.items()}
+        refit = self.meta.get("db_scorer") == ONE_DATABASE and len(self.dbs) > 1
+        if refit:  # built on one database: the database scorer can only be fitted now that there are several
+            kept = {k: v for k, v in self.meta.items() if k not in ("weights", "db_weights", "db_scorer")}
+            self.train(self.syn, progress, vecs=self.syn_vecs)
+            self.meta = kept | self.meta
         self.save()
-        return {"added_or_changed": changed, "removed": removed, "new_questions": len(new),
+        return {"added_or_changed": changed, "removed": removed, "new_questions": len(new), "refitted": refit,
                 "seconds": round(time.perf_counter() - t0, 2)}
