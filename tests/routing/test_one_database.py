@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench.routing.wide import SEP, merge_schemas
@@ -79,3 +80,20 @@ def test_adding_a_second_database_fits_the_database_scorer(wide, spider_entries,
     finally:
         coll.remove("flight_2")
         coll.save()
+
+
+def test_scorer_training_with_bounded_memory_matches(small_collection, small_router, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large collections recompute the held-out features for the second fit and use smaller batches
+    (ours.HELD_BYTES / CHUNK_BYTES); the fitted scorers are the same."""
+    from tagql.routing import ours
+
+    r = GraphRouter(small_collection, small_router.cfg, small_router.emb)
+    syn, vecs = list(small_router.syn), small_router.syn_vecs.copy()
+    r.train(syn, vecs=vecs)
+    w, dw = r.weights.copy(), r.db_weights.copy()
+    monkeypatch.setattr(ours, "HELD_BYTES", 0)
+    monkeypatch.setattr(ours, "CHUNK_BYTES", 40 * len(r.keys) * len(ours.FEATURES) * 4)  # 40 questions a batch
+    assert r._chunk(256) == 40
+    r.train(syn, vecs=vecs)
+    assert r.meta["db_scorer"] == "fitted"
+    assert np.allclose(r.weights, w, atol=2e-3) and np.allclose(r.db_weights, dw, atol=2e-3), (r.weights - w, r.db_weights - dw)

@@ -137,6 +137,8 @@ class BuildConfig:
     seed: int = 0
 
 
+HELD_BYTES = 1 << 30  # held-out feature arrays kept between the two scorer fits up to this size
+CHUNK_BYTES = 256 << 20  # one batch's (questions, tables, features) array at most (large collections)
 ONE_DATABASE = "prior: one database"  # meta["db_scorer"] of a router built on a one-database collection
 ENCODER_DIR = "encoder"  # router/encoder/: the fine-tuned sentence encoder (BuildConfig.finetune)
 TUNED_DIR = "table_encoder"  # router/table_encoder/: the contrastive table encoder (BuildConfig.tuned_steps)
@@ -518,11 +520,15 @@ class GraphRouter:
         self._set_memory([syn[i] for i in mem], vecs[mem])
         xs, ys = [], []
         held_feats = []
-        for s in range(0, len(held), 256):
-            chunk = [syn[i] for i in held[s:s + 256]]
+        step = self._chunk(256)
+        # the second stage reads every held-out question's features again: kept while they fit in
+        # HELD_BYTES, recomputed chunk by chunk beyond (10,000 databases: ~7.6 GB otherwise)
+        keep = len(held) * len(self.keys) * len(FEATURES) * 4 <= HELD_BYTES
+        for s in range(0, len(held), step):
+            chunk = [syn[i] for i in held[s:s + step]]
             groups = np.array([hash((q.schema.database, q.schema.tables)) for q in chunk])
             f = self.features([q.question for q in chunk], exclude_groups=groups)
-            held_feats.append((f, chunk, self._tuned_db([q.question for q in chunk])))
+            held_feats.append((f if keep else groups, chunk, self._tuned_db([q.question for q in chunk])))
             for qi, q in enumerate(chunk):
                 gold = {self.key_pos[(q.schema.database, t)] for t in q.schema.tables}
                 prior = f[qi, :, 0] + f[qi, :, 1] + f[qi, :, 2] + f[qi, :, 4]
@@ -531,11 +537,13 @@ class GraphRouter:
                     xs.append(f[qi, j])
                     ys.append(int(j in gold))
             if progress:
-                progress("training the scorer", min(s + 256, len(held)), len(held))
+                progress("training the scorer", min(s + step, len(held)), len(held))
         self.weights = fit_logistic(np.array(xs), np.array(ys)).astype(np.float32)
         # second stage: which database (gold vs the 15 best other databases by their best table)
         dx, dy = [], []
         for f, chunk, tuned in held_feats:
+            if not keep:
+                f = self.features([q.question for q in chunk], exclude_groups=f)
             lg = f @ self.weights
             df = self.db_features(f, lg, tuned)
             for qi, q in enumerate(chunk):
@@ -556,6 +564,11 @@ class GraphRouter:
                      "db_scorer": db_scorer, "weights": dict(zip(FEATURES, map(float, self.weights))),
                      "db_weights": dict(zip(self.db_feature_names, map(float, self.db_weights)))}
         return self.meta
+
+    def _chunk(self, most: int) -> int:
+        """Questions per feature batch: ``most``, fewer when their (questions, tables, features) array would
+        pass CHUNK_BYTES (large collections; the results do not depend on the batch size)."""
+        return max(8, min(most, CHUNK_BYTES // max(1, len(self.keys) * len(FEATURES) * 4)))
 
     def db_prior(self) -> np.ndarray:
         """Database-scorer weights for a collection of one database: its score is its best table's logit."""
@@ -698,8 +711,9 @@ class GraphRouter:
         """Per question: (the re-ranker's candidate databases, their feature matrix, the first-stage
         database logits) -- what :meth:`route_many` re-ranks, and what ``bench/routing/rerank.py`` fits on."""
         out = []
-        for s in range(0, len(questions), 128):
-            chunk = list(questions[s:s + 128])
+        step = self._chunk(128)
+        for s in range(0, len(questions), step):
+            chunk = list(questions[s:s + step])
             f, near, lg, df, dlg = self._first_stage(chunk)
             out += [self._rerank_matrix(q, f[i], lg[i], df[i], dlg[i], near[i]) for i, q in enumerate(chunk)]
         return out
@@ -721,8 +735,9 @@ class GraphRouter:
         if not questions:
             return []
         out = []
-        for s in range(0, len(questions), 128):
-            chunk = list(questions[s:s + 128])
+        step = self._chunk(128)
+        for s in range(0, len(questions), step):
+            chunk = list(questions[s:s + step])
             f, near, lg, df, dlg = self._first_stage(chunk)
             # its soft coverage needs the lexicon; one database has nothing to re-order
             if self.reranker is not None and self.lexicon is not None and len(self.dbs) > 1:
