@@ -37,13 +37,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import common
 from tagql.config import load_settings
 from tagql.db.schema import Column, ForeignKey, Schema, Table
 from tagql.routing.metrics import Gold, gold_tables, summarize
 from tagql.routing.synonyms import load_synonyms
 from tagql.text import split_identifier
-
-from bench import common
 
 DATA = common.DATA
 OUT = common.result_path("routing", "scale")

@@ -32,13 +32,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import common
 from tagql.config import load_settings
 from tagql.db.schema import Column, ForeignKey, Schema, Table
 from tagql.embeddings import make_embedder
 from tagql.routing.collection import Collection, read_values
 from tagql.routing.metrics import Gold, gold_tables, summarize
-
-from bench import common
 
 DATA = common.DATA
 OUT = common.result_path("routing", "wide")
@@ -137,7 +136,7 @@ def edges_main(args: Any, run: Any) -> None:
           f"after {sp['edges_after']} ({sp['seconds_after']} s); databases that differ: {len(sp['differ'])}")
     print(f"{'schema':<34}{'tables':>8}{'columns':>9}{'before s':>10}{'after s':>9}  edges   (CPU seconds)")
     for r in res["wide"]:
-        print(f"{r['schema']:<34}{r['tables']:>8}{r['columns']:>9}{str(r.get('seconds_before', '-')):>10}"
+        print(f"{r['schema']:<34}{r['tables']:>8}{r['columns']:>9}{r.get('seconds_before', '-')!s:>10}"
               f"{r['seconds_after']:>9}  {r['edges']}")
     run.save(args.out or common.result_path("routing", "edges"), res, indent=2)
 

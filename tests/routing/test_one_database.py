@@ -64,7 +64,7 @@ def test_one_database_still_flags_off_topic_questions(wide) -> None:
 
 
 def test_adding_a_second_database_fits_the_database_scorer(wide, spider_entries, spider_dir: Path, embedder) -> None:
-    coll, router = wide
+    coll, _router = wide
     s = Schema.from_spider(spider_entries["flight_2"])
     coll.add(s, kind="spider", target=str(spider_dir / "database" / "flight_2" / "flight_2.sqlite"))
     coll.save()
