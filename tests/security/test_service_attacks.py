@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import sqlite3
@@ -383,3 +384,39 @@ def test_a_burst_of_1000_requests_gets_429s_not_5xx_and_memory_stays_flat(tmp_pa
         assert counts[429] > 0 and counts[200] > n // 2, counts  # sql and schema requests all answered
     assert rss_after_second - rss_after_first < 30, (rss_after_first, rss_after_second)
     assert health["queue"]["pending"] == 0
+
+
+def test_cross_site_requests_cannot_change_state(tmp_path: Path, demo_db_path: Path) -> None:
+    """A page on another site, in the browser of someone running the server open on loopback (no tokens: the
+    local user is admin), can send only "simple" requests without a preflight: form or text/plain bodies, no
+    Authorization header. JSON bodies are required (FastAPI refuses the others) and no CORS header is ever sent,
+    so the browser never lets a preflighted request through: nothing changes."""
+    from tagql.service.app import create_app
+    from tagql.service.state import StateStore
+
+    settings = load_settings(knowledge_dir=tmp_path / "knowledge")
+    settings.service.databases = {"superhero": str(demo_db_path)}
+    store = StateStore(f"sqlite:///{tmp_path / 'state.sqlite'}")
+    app = create_app(settings, llm=ScriptedLLM(reply), store=store, host="127.0.0.1")
+    it = _run(app)
+    url = next(it)
+    evil = {"Origin": "http://evil.example", "Referer": "http://evil.example/page"}
+    try:
+        with httpx.Client(base_url=url, timeout=30) as c:
+            assert c.get("/v1/tokens").status_code == 200  # open: the local user is admin
+            for (method, path), body in BODIES.items():
+                if method != "POST" or path == "/mcp":
+                    continue
+                real = path.format(name="superhero", answer_id="0" * 32, sid="1")
+                raw = json.dumps(body)
+                for ctype, content in (("text/plain", raw), ("application/x-www-form-urlencoded", "a=1"),
+                                       ("multipart/form-data; boundary=x", "--x--")):
+                    r = c.post(real, content=content, headers={**evil, "Content-Type": ctype})
+                    assert r.status_code in (400, 404, 415, 422), (path, ctype, r.status_code, r.text)
+                    assert "access-control-allow-origin" not in r.headers
+            pre = c.options("/v1/tokens", headers={**evil, "Access-Control-Request-Method": "POST",
+                                                     "Access-Control-Request-Headers": "content-type"})
+            assert "access-control-allow-origin" not in pre.headers
+    finally:
+        next(it, None)
+    assert store.list_tokens() == [] and not (tmp_path / "knowledge" / "superhero.kb").exists()
