@@ -7,6 +7,9 @@
     python -m bench.tag.accuracy --data bench/tag/data/tag_heldout.csv --json bench/results/tag/heldout.json
                                                           # the 15 held-out questions (bench/tag/heldout.py)
     python -m bench.tag.accuracy --knowledge /tmp/kb       # with each database's domain statements
+    python -m bench.tag.accuracy --pool dev --per-type 2 --methods tag,text2sql
+                                      # the hidden-column pool (bench/tag/pool.py): each question is asked on a
+                                      # copy of its database without the record's "Hidden columns"
 
 Scoring (TAG-Bench style): match and comparison answers must equal the reference as a set of values,
 ranking answers as an ordered list; numbers compare numerically and strings case-insensitively, a row of
@@ -28,6 +31,7 @@ from pathlib import Path
 from bench import common
 
 DEV = common.BENCH / "tag" / "data" / "tag_dev.csv"
+POOL = common.BENCH / "tag" / "data" / "pool.json"
 BIRD = common.DATA / "bird" / "dev_databases"
 
 
@@ -56,8 +60,12 @@ def correct(qtype: str, reference: list, values: list, text: str) -> bool:
     return sorted(set(pred)) == sorted(set(ref))
 
 
-def load(ids: set[int] | None, per_type: int | None, data: Path = DEV) -> list[dict]:
-    rows = list(csv.DictReader(data.open()))
+def load(ids: set[int] | None, per_type: int | None, data: Path = DEV, split: str | None = None) -> list[dict]:
+    """Questions from a TAG-Bench CSV, or from the pool's JSON (``split``: train, dev, test or all)."""
+    if data.suffix == ".json":
+        rows = [r for r in json.loads(data.read_text()) if split in (None, "all") or r["Split"] == split]
+    else:
+        rows = list(csv.DictReader(data.open()))
     if ids is not None:
         rows = [r for r in rows if int(r["Query ID"]) in ids]
     if per_type:
@@ -69,6 +77,22 @@ def load(ids: set[int] | None, per_type: int | None, data: Path = DEV) -> list[d
                 seen[r["Query type"]] += 1
         rows = keep
     return rows
+
+
+def reference(row: dict) -> list:
+    """The gold answer: a JSON list in the CSV sets, already a list in the pool."""
+    return row["Answer"] if isinstance(row["Answer"], list) else json.loads(row["Answer"])
+
+
+def database_for(row: dict, workdir: Path) -> Path:
+    """The database a question is asked on: the dev/held-out sets' BIRD file, or for a pool record a copy of
+    its database without the record's hidden columns (so neither the schema nor the SQL can reach them)."""
+    db = row["DB used"]
+    if "Hidden columns" not in row:
+        return BIRD / db / f"{db}.sqlite"
+    from bench.tag.pool import db_file, hidden_copy
+
+    return hidden_copy(db_file(row["Source"], db), row["Hidden columns"], workdir)
 
 
 def knowledge_store(directory: Path, db: str) -> Path:
@@ -93,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-type", type=int, default=None)
     ap.add_argument("--llm", default="local")
     ap.add_argument("--data", type=Path, default=DEV, help="question CSV (default: the dev set)")
+    ap.add_argument("--pool", choices=("train", "dev", "test", "all"), default=None,
+                    help="ask the hidden-column pool's questions of this split (bench/tag/data/pool.json; "
+                         "--ids are its Query IDs), each on a copy of its database without its hidden columns, "
+                         "with no stored domain statements")
     ap.add_argument("--json", default=str(common.result_path("tag", "accuracy")))
     ap.add_argument("--knowledge", type=Path, default=None,
                     help="domain-knowledge stores DIR/<db>.kb for every method that writes SQL; a missing store "
@@ -110,34 +138,44 @@ def main(argv: list[str] | None = None) -> int:
     from tagql.config import for_tag
     from tagql.llm import make_llm
 
-    rows = load({int(x) for x in args.ids.split(",")} if args.ids else None, args.per_type, args.data)
+    if args.pool:
+        if args.knowledge:
+            ap.error("--pool asks without domain statements (they could state what a hidden column holds)")
+        args.data = POOL
+    rows = load({int(x) for x in args.ids.split(",")} if args.ids else None, args.per_type, args.data, args.pool)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     import tempfile
 
     from tagql.config import load_settings
 
-    settings = load_settings(cache_dir=args.op_cache or tempfile.mkdtemp(prefix="tag_accuracy_"))
+    workdir = Path(tempfile.mkdtemp(prefix="tag_accuracy_"))
+    overrides: dict = {"cache_dir": args.op_cache or workdir}
+    if args.pool:  # a stored statement could state what a hidden column holds
+        overrides["knowledge_dir"] = workdir / "no_knowledge"
+    settings = load_settings(**overrides)
     llm = make_llm(for_tag(settings), backend=args.llm)  # every method here runs on the TAG model (tag.model)
-    sessions: dict[str, tagql.Session] = {}
+    sessions: dict[tuple, tagql.Session] = {}
     results: list[dict] = []
     partial = Path(args.json).with_suffix(".partial.json")
     if args.resume and partial.exists():  # a stopped run's answers (same code, same settings)
         results = json.loads(partial.read_text())
         done = {int(x["Query ID"]) for x in rows}
-        rows += [r for r in load(None, None, args.data) if int(r["Query ID"]) in {x["id"] for x in results} - done]
+        rows += [r for r in load(None, None, args.data, args.pool) if int(r["Query ID"]) in {x["id"] for x in results} - done]
     asked = {(x["id"], x["method"]) for x in results}
     for r in rows:
         db = r["DB used"]
-        if db not in sessions:
+        key = (db, tuple(r.get("Hidden columns", ())))
+        if key not in sessions:
             store = knowledge_store(args.knowledge, db) if args.knowledge else None
-            sessions[db] = tagql.connect(BIRD / db / f"{db}.sqlite", llm=llm, settings=settings, knowledge=store)
-        ref = json.loads(r["Answer"])
+            sessions[key] = tagql.connect(database_for(r, workdir / "databases"), llm=llm, settings=settings,
+                                          knowledge=store)
+        ref = reference(r)
         for m in methods:
             if (int(r["Query ID"]), m) in asked:
                 continue
             t0 = time.perf_counter()
             try:
-                a = sessions[db].ask(r["Query"], method=m)
+                a = sessions[key].ask(r["Query"], method=m)
                 values, text, calls, err = a.values, a.answer, int(a.tokens["calls"]), None
                 plan = a.plan.model_dump() if a.plan else None
             except Exception as exc:  # noqa: BLE001 - a failed method scores 0, with the reason
@@ -175,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
                           for t in ("Match", "Comparison", "Ranking", "Aggregation"))
         print(f"{m:<16} {s['overall_em'] if s['overall_em'] is not None else float('nan'):7.2f}  {cells}  "
               f"{s['avg_seconds']:6.1f}")
-    out = {"model": getattr(llm, "name", "?"), "questions": len(rows), "summary": summary, "results": results}
+    out = {"model": getattr(llm, "name", "?"), "questions": len(rows), "data": str(args.data), "pool_split": args.pool,
+           "summary": summary, "results": results}
     run.save(args.json, out)
     print(f"wrote {args.json}")
     return 0
