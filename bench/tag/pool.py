@@ -12,14 +12,16 @@ bring the knowledge itself (LM operators judging the visible key column, or the 
 
 Four TAG-Bench types per group of entities (a group = the rows whose hidden column has one value, or an explicit
 SQL condition over it): Match (count, list of names, superlative by a visible measure), Comparison (which of two
-groups has more entities), Ranking (top 3 by a visible measure; only when the top 4 values are distinct, so ties
+groups has more entities; never a group against one that contains it), Ranking (top 3 by a visible measure; only when the top 4 values are distinct, so ties
 cannot make two orders right) and Aggregation (summary: the names when 2-6, else the count). Every record keeps
 its gold ``SQL``: the answer is that SQL's first column, re-checked by the tests. Nothing here uses tagql or an LM.
 
-Split: the databases, sorted by name, shuffled with the pool's seed; the first two are test, the next two dev,
-the rest train (no database in two parts); the first shuffle whose dev and test parts each hold >= 15% of the
-questions and >= 5 of every type is kept (:func:`split_of`; decided on counts, never on any method's results). The output is fixed and committed; regenerating it must give
-the same bytes (``--check``).
+Split: the databases tagql's TAG components were already fitted or checked on (``train_only`` in pool.toml:
+superhero holds dev-set questions, world_1 the judge, cascade and LOTUS benchmarks, world_1 and car_1 plan
+exemplars) are train; the others, sorted by name and shuffled with the pool's seed, give the first two to test,
+the next two to dev and the rest to train (no database in two parts); the first shuffle whose dev and test parts
+each hold >= 15% of the questions and >= 5 of every type is kept (:func:`split_of`; decided on counts, never on
+any method's results). The output is fixed and committed; regenerating it must give the same bytes (``--check``).
 """
 
 from __future__ import annotations
@@ -167,7 +169,8 @@ def _candidates(entry: dict, path: Path, cfg: dict) -> dict[str, list[dict]]:
         n, nd = run_sql(path, f"SELECT count(*), count(DISTINCT {key}) FROM {frm} WHERE {where}")[0]
         if n == 0 or (g.get("auto") and n < entry.get("min_group", cfg["min_auto_group"])):
             continue
-        sized.append((g, n))
+        members = {r[0] for r in run_sql(path, f"SELECT DISTINCT {key} FROM {frm} WHERE {where}")}
+        sized.append((g, n, members))
         p = g["phrase"]
         list_sql = f"SELECT DISTINCT {key} FROM {frm} WHERE {where} ORDER BY 1"
         count_sql = f"SELECT count(*) FROM {frm} WHERE {where}"
@@ -194,10 +197,10 @@ def _candidates(entry: dict, path: Path, cfg: dict) -> dict[str, list[dict]]:
             if len(top) == TOP_K + 1 and strict and len(set(names[:TOP_K])) == TOP_K:
                 by["Ranking"].append({"q": f"List the {TOP_K} {ents} {p} with the highest {label}, highest first.",
                                       "sql": order_sql + f" LIMIT {TOP_K}"})
-    for i, (g1, n1) in enumerate(sized):
-        for g2, n2 in sized[i + 1:]:
-            if n1 == n2 or g1["label"].lower() == g2["label"].lower():
-                continue
+    for i, (g1, n1, m1) in enumerate(sized):
+        for g2, n2, m2 in sized[i + 1:]:
+            if n1 == n2 or g1["label"].lower() == g2["label"].lower() or m1 <= m2 or m2 <= m1:
+                continue  # a tie, or one group inside the other (Sweden vs Scandinavia) says nothing
             w1 = f"({entry['scope']}) AND ({g1['where']})"
             w2 = f"({entry['scope']}) AND ({g2['where']})"
             sql = (f"SELECT CASE WHEN (SELECT count(*) FROM {frm} WHERE {w1}) > (SELECT count(*) FROM {frm} "
@@ -207,16 +210,19 @@ def _candidates(entry: dict, path: Path, cfg: dict) -> dict[str, list[dict]]:
     return by
 
 
-def split_of(records: list[dict], seed: int, min_share: float = 0.15, min_type: int = 5) -> dict[str, str]:
-    """Databases -> train/dev/test: the sorted names shuffled with the seed, the first two test, the next two
-    dev, the rest train; the first shuffle (attempt 0, 1, ...) whose test and dev parts each hold at least
-    ``min_share`` of the questions and ``min_type`` of every type is kept (decided on counts only)."""
+def split_of(records: list[dict], seed: int, train_only: tuple[str, ...] = (), min_share: float = 0.15,
+             min_type: int = 5) -> dict[str, str]:
+    """Databases -> train/dev/test: ``train_only`` databases go to train; the others, sorted by name and
+    shuffled with the seed, give the first two to test, the next two to dev, the rest to train. The first
+    shuffle (attempt 0, 1, ...) whose test and dev parts each hold at least ``min_share`` of the questions and
+    ``min_type`` of every type is kept (decided on counts only)."""
     dbs = sorted({r["DB used"] for r in records})
     by = Counter((r["DB used"], r["Query type"]) for r in records)
     for attempt in range(1000):
-        order = list(dbs)
+        order = [d for d in dbs if d not in train_only]
         random.Random(f"{seed}:split:{attempt}").shuffle(order)
         split = {db: ("test" if i < 2 else "dev" if i < 4 else "train") for i, db in enumerate(order)}
+        split |= {db: "train" for db in dbs if db in train_only}
         ok = True
         for part in ("dev", "test"):
             mine = [d for d in dbs if split[d] == part]
@@ -255,7 +261,7 @@ def build(spec: Path = SPEC, data: Path | None = None) -> list[dict[str, Any]]:
         if (r["DB used"], r["Query"]) not in seen:
             seen.add((r["DB used"], r["Query"]))
             unique.append(r)
-    split = split_of(unique, seed)
+    split = split_of(unique, seed, tuple(cfg.get("train_only", ())))
     for r in unique:
         r["Split"] = split[r["DB used"]]
     order = {"train": 0, "dev": 1, "test": 2}
