@@ -148,27 +148,33 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--questions-per-table", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", default=None)
+    ap.add_argument("--collection-sizes", default="",
+                    help="sizes whose collection only is built and loaded (no router: its embedding is the cost)")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # child: run one size
+    ap.add_argument("--collection-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
     work = Path(args.work) if args.work else load_settings().collections_dir / "scale-bench"
     work.mkdir(parents=True, exist_ok=True)
     if args.one is not None:
-        res = run_size(args.one, args, work)
+        res = collection_size(args.one, args, work) if args.collection_only else run_size(args.one, args, work)
         Path(args.child_out).write_text(json.dumps(res))
         return
     run = common.Run(__spec__, argv)
     load_sources(work)  # once, before the children read the cache
-    results: dict[str, Any] = {"questions_per_table": args.questions_per_table, "seed": args.seed, "sizes": {}}
-    for size in [int(x) for x in args.sizes.split(",")]:
-        out = work / f"size-{size}.json"
+    results: dict[str, Any] = {"questions_per_table": args.questions_per_table, "seed": args.seed, "sizes": {},
+                               "collection_only": {}}
+    jobs = [(int(x), False) for x in args.sizes.split(",") if x] + [(int(x), True) for x in args.collection_sizes.split(",") if x]
+    for size, only in jobs:
+        out = work / f"size-{size}{'-collection' if only else ''}.json"
         cmd = [sys.executable, "-m", "bench.routing.scale", "--one", str(size), "--child-out", str(out),
+               *(["--collection-only"] if only else []),
                "--questions", str(args.questions), "--latency", str(args.latency),
                "--questions-per-table", str(args.questions_per_table), "--seed", str(args.seed), "--work", str(work)]
         print(f"size {size} ...", file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True)
-        results["sizes"][str(size)] = json.loads(out.read_text())
+        results["collection_only" if only else "sizes"][str(size)] = json.loads(out.read_text())
         _print(results)
         run.save(args.out, results, indent=2)
     results["load_avg"] = [round(x, 2) for x in os.getloadavg()]
@@ -182,6 +188,49 @@ def _print(results: dict[str, Any]) -> None:
         print(f"{size:>10}{r['tables']:>8}{r['synthetic_questions']:>8}{r['build_s']:>9}{r['add_one_s']:>9}"
               f"{r['disk_mb']:>9}{r['max_rss_mb']:>8}{r['p50_ms']:>8}{r['p95_ms']:>8}{r['db_r@1']:>8}"
               f"{r['db_r@5']:>8}{r['table_r@5']:>8}")
+
+
+def collection_size(size: int, args: Any, work: Path) -> dict[str, Any]:
+    """The collection alone at ``size`` databases: add (values, graph edges), save, load, schema graph."""
+    from tagql.routing.collection import Collection
+
+    sources, dev_dbs = load_sources(work)
+    pool = [s for s in sources if s[0].name not in dev_dbs]
+    t = time.perf_counter()
+    extra = distractors(pool, max(0, size - len(sources)) + 1, args.seed)
+    gen_s = time.perf_counter() - t
+    dbs, more = list(sources) + extra[:-1], extra[-1]
+    settings = load_settings()
+    coll = Collection(f"scale-{size}-collection", work / f"scale-{size}-collection", settings=settings)
+    coll.delete()
+    t = time.perf_counter()
+    for s, v in dbs:
+        coll.add(s, kind="ddl", target=None, values=v)
+    add_s = time.perf_counter() - t
+    t = time.perf_counter()
+    coll.save()
+    save_s = time.perf_counter() - t
+    t = time.perf_counter()
+    loaded = Collection.load(coll.name, settings, path=coll.path)
+    load_s = time.perf_counter() - t
+    t = time.perf_counter()
+    g = loaded.graph
+    graph_s = time.perf_counter() - t
+    t = time.perf_counter()
+    loaded.add(more[0], kind="ddl", target=None, values=more[1])
+    loaded.save()
+    add_one_s = time.perf_counter() - t
+    disk = sum(f.stat().st_size for f in coll.path.rglob("*") if f.is_file())
+    res = {"databases": len(dbs), "tables": sum(len(s.tables) for s, _ in dbs),
+           "columns": sum(len(t.columns) for s, _ in dbs for t in s.tables),
+           "graph_edges": sum(len(e.edges) for e in loaded.entries.values()), "graph_nodes": g.g.number_of_nodes(),
+           "distractors_s": round(gen_s, 1), "add_s": round(add_s, 1), "save_s": round(save_s, 1),
+           "load_s": round(load_s, 1), "graph_s": round(graph_s, 1), "add_one_s": round(add_one_s, 1),
+           "disk_mb": round(disk / 2**20, 1),
+           "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+           "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    coll.delete()
+    return res
 
 
 def run_size(size: int, args: Any, work: Path) -> dict[str, Any]:
