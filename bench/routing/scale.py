@@ -2,6 +2,7 @@
 1,000 (10,000, ...) databases with realistic distractors, routed with Spider dev's questions and gold.
 
     python -m bench.routing.scale [--sizes 177,1000] [--questions 400] [--questions-per-table 4]
+                                  [--collection-sizes 10000]   # the collection alone, no router
 
 Distractors are recombined, renamed real schemas: each draws a few connected tables (declared keys kept)
 from two or three source databases and renames table and column words with the synonym substitutions
@@ -182,6 +183,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _print(results: dict[str, Any]) -> None:
+    for size, r in results.get("collection_only", {}).items():
+        print(f"collection only, {size} databases: {r['tables']} tables, {r['columns']} columns; add {r['add_s']} s, "
+              f"save {r['save_s']} s, load {r['load_s']} s, graph {r['graph_s']} s, add one database {r['add_one_s']} s, "
+              f"{r['disk_mb']} MB on disk, peak RSS {r['max_rss_mb']} MB")
     print(f"{'databases':>10}{'tables':>8}{'syn q':>8}{'build s':>9}{'add 1 s':>9}{'disk MB':>9}{'RSS MB':>8}"
           f"{'p50 ms':>8}{'p95 ms':>8}{'DB R@1':>8}{'DB R@5':>8}{'T R@5':>8}")
     for size, r in results["sizes"].items():
