@@ -93,10 +93,13 @@ def test_the_methods_never_see_a_hidden_column(records, tmp_path):
     settings = load_settings(cache_dir=tmp_path / "cache", knowledge_dir=tmp_path / "kb")
     session = tagql.connect(accuracy.database_for(r, tmp_path / "dbs"), llm=llm, settings=settings)
     assert "Continent" not in {c.name for c in session.database().schema.table("country").columns}
-    try:
-        session.ask(r["Query"], method="text2sql")
-    except Exception:  # noqa: BLE001 - the guessed column does not exist: a failed answer is expected
-        pass
+    for method in ("text2sql", "tag"):
+        before = len(llm.prompts)
+        try:
+            session.ask(r["Query"], method=method)
+        except Exception:  # noqa: BLE001 - the guessed column does not exist: a failed answer is expected
+            pass
+        assert len(llm.prompts) > before, method  # the method really prompted (tag: 5 prompts, text2sql: 2)
     shown = "\n".join(m.content for p in llm.prompts for m in p)
     assert "SurfaceArea" in shown  # the schema was shown ...
     assert "Continent" not in shown.replace("Continent = 'Asia'", "")  # ... without the hidden columns
