@@ -4,12 +4,15 @@ A collection mixes SQLite files / SQLAlchemy URLs (schema + data), Spider-style 
 entries (schema, plus data when a ``database/<db>/<db>.sqlite`` sits beside it) and schema-only DDL.
 Layout of ``<collections_dir>/<name>/``::
 
-    collection.json      databases: target, kind, schema, fingerprint, table-table edges
+    collection.json      the collection's name and its databases, in order
+    entries/<db>.json    one database: target, kind, schema, fingerprint, table-table edges
     values/<db>.json     distinct column values (joinability, synthetic questions, value matching)
     router/              the trained router's artifacts (see :mod:`tagql.routing.router`)
 
 Everything is stored per database, so adding, changing or removing one database only touches its
-own entries (see :meth:`Collection.add` / :meth:`Collection.remove`).
+own entries (see :meth:`Collection.add` / :meth:`Collection.remove`); :meth:`Collection.save` writes
+only those files and the index (a collection of 10,000 databases is ~100 MB of entries). Format 1 (every
+entry inside ``collection.json``) still loads, and is rewritten in format 2 on the next save.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from tagql.routing.graph import Edge, SchemaGraph, table_edges
 from tagql.routing.router import make_router
 from tagql.routing.serial import schema_from_dict, schema_to_dict
 
-FORMAT = 1
+FORMAT = 2
 MAX_VALUES = 200  # distinct values kept per column
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _TEXT = ("CHAR", "TEXT", "CLOB", "STRING", "VARCHAR")
@@ -87,6 +90,8 @@ class Collection:
         self.path = path
         self.entries: dict[str, DatabaseEntry] = entries or {}
         self.settings = settings
+        self._dirty: set[str] = set(self.entries)  # entries whose file save() must (re)write
+        self._gone: set[str] = set()  # removed since the last save
 
     # ---- persistence -------------------------------------------------------------------------
     @classmethod
@@ -104,13 +109,31 @@ class Collection:
         if not f.exists():
             raise CollectionNotFound(f"no collection named '{name}' (looked in {p})")
         data = json.loads(f.read_text())
-        entries = {d["name"]: DatabaseEntry.from_dict(d) for d in data["databases"]}
-        return cls(data["name"], p, entries, settings)
+        if data.get("format", 1) < 2:  # every entry inline: the next save writes them out one per file
+            return cls(data["name"], p, {d["name"]: DatabaseEntry.from_dict(d) for d in data["databases"]}, settings)
+        entries = {}
+        for db in data["databases"]:
+            try:
+                entries[db] = DatabaseEntry.from_dict(json.loads((p / "entries" / f"{db}.json").read_text()))
+            except (OSError, ValueError) as exc:
+                raise BadSource(f"collection '{name}' is damaged: entry of database '{db}' unreadable ({exc})",
+                                f"re-add it with tagql route index {name}, or delete {p} and index again") from exc
+        c = cls(data["name"], p, entries, settings)
+        c._dirty.clear()
+        return c
 
     def save(self) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        data = {"format": FORMAT, "name": self.name, "databases": [e.to_dict() for e in self.entries.values()]}
+        """Write the entries added or changed since the last save, drop removed ones, then the index."""
+        edir = self.path / "entries"
+        edir.mkdir(parents=True, exist_ok=True)
+        for db in sorted(self._dirty & set(self.entries)):
+            _atomic_write(edir / f"{db}.json", json.dumps(self.entries[db].to_dict()))
+        for db in self._gone - set(self.entries):
+            (edir / f"{db}.json").unlink(missing_ok=True)
+        data = {"format": FORMAT, "name": self.name, "databases": list(self.entries)}
         _atomic_write(self.path / "collection.json", json.dumps(data))
+        self._dirty.clear()
+        self._gone.clear()
 
     # ---- contents ----------------------------------------------------------------------------
     @property
@@ -171,6 +194,7 @@ class Collection:
         _atomic_write(vdir / f"{name}.json", json.dumps([[t, c, v] for (t, c), v in values.items()], default=str))
         entry = DatabaseEntry(name, kind, target, schema, table_edges(schema, _text_values(values)), fingerprint(schema))
         self.entries[name] = entry
+        self._dirty.add(name)
         self.__dict__.pop("graph", None)
         return entry
 
@@ -178,6 +202,8 @@ class Collection:
         if db not in self.entries:
             raise DatabaseGone(f"database '{db}' is not in collection '{self.name}'")
         del self.entries[db]
+        self._gone.add(db)
+        self._dirty.discard(db)
         (self.path / "values" / f"{db}.json").unlink(missing_ok=True)
         self.__dict__.pop("graph", None)
 
