@@ -28,12 +28,8 @@ def introspect(db: Database, *, sample_values: int = 3) -> Schema:
         insp = sa.inspect(db.engine)
         names = sorted(n for n in insp.get_table_names() if not n.startswith("sqlite_"))
         names += sorted(insp.get_view_names())
-        if db.dialect == "sqlite":  # an FTS/R*Tree table's own storage (docs_data, r_node ...) is no data
-            from tagql.db.dialects.sqlite import shadow_tables
-
-            with db.engine.connect() as conn:
-                shadow = shadow_tables(conn.connection.dbapi_connection)
-            names = [n for n in names if n not in shadow]
+        internal = db.backend.internal_tables(db)  # e.g. an FTS/R*Tree table's storage on SQLite
+        names = [n for n in names if n not in internal]
     except Exception as exc:  # a corrupt file fails here first
         if isinstance(exc, DBAPIError) or "file is not a database" in str(exc):
             raise NotADatabase(f"cannot read the schema of {db.name}: {exc}".splitlines()[0]) from exc

@@ -50,6 +50,11 @@ class Dialect:
         """The database's tables from the engine's own catalog; ``None``: use SQLAlchemy's inspector."""
         return None
 
+    def internal_tables(self, db: Database) -> frozenset[str]:
+        """Tables the inspector lists that hold no data of their own (an index's storage): left out of
+        the schema."""
+        return frozenset()
+
     def register_function(self, db: Database, name: str, nargs: int, fn: Any, *, vector_fn: Any = None,
                           returns: str = "VARCHAR") -> None:
         raise QueryFailed(f"SQL functions can only be registered on SQLite or DuckDB, not {self.name}")

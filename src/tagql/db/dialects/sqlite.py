@@ -103,6 +103,11 @@ class SQLite(Dialect):
     python_functions = True
     sample_values = True
 
+    def internal_tables(self, db: Database) -> frozenset[str]:
+        """An FTS/R*Tree table's own storage (``docs_data``, ``r_node`` ...)."""
+        with db.engine.connect() as conn:
+            return shadow_tables(conn.connection.dbapi_connection)
+
     def register_function(self, db: Database, name: str, nargs: int, fn: Any, *, vector_fn: Any = None,
                           returns: str = "VARCHAR") -> None:
         db._functions[(name, nargs)] = fn  # created on the pooled connection before each query
