@@ -92,3 +92,30 @@ def test_garbage_between_statements_is_not_cut_to_the_first(demo_copy: Path) -> 
     assert db.execute("SELECT 1;").rows == [(1,)]
     with pytest.raises(InvalidQuery, match="no SQL statement"):
         db.execute(" ; -- nothing")
+
+
+@pytest.mark.parametrize("sql, refused", [
+    ("SELECT length(repeat('x', 1000000000))", True),
+    ("SELECT lpad('a', 1e9, 'x')", True),
+    ("SELECT repeat('x', (SELECT 1000000000))", True),
+    ("SELECT repeat('ab', 3) AS r", False),
+    ("SELECT rpad(CAST(range AS VARCHAR), 4, '*') FROM range(3)", False),
+    ("SELECT repeat('x', range) FROM range(1000000000, 1000000001)", True),  # computed: could be anything
+])
+def test_duckdb_bounds_the_strings_one_call_builds(tmp_path, sql, refused):
+    """DuckDB cannot interrupt repeat('x', 1e9) (44 s at a 2 s limit, 2 GB): a constant length must be a
+    literal of at most 10 million characters."""
+    pytest.importorskip("duckdb")
+    import duckdb
+
+    from tagql.db import open_database
+    from tagql.errors import UnsafeQuery
+
+    path = tmp_path / "x.duckdb"
+    duckdb.connect(str(path)).close()
+    db = open_database(path)
+    if refused:
+        with pytest.raises(UnsafeQuery, match="at most 10,000,000 characters"):
+            db.execute(sql)
+    else:
+        assert db.execute(sql).rows

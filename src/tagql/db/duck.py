@@ -177,6 +177,34 @@ def check_statement(raw: Any, sql: str) -> None:
     kind = statements[0].type
     if kind != duckdb.StatementType.SELECT:
         raise UnsafeQuery(f"only SELECT queries may run, got {kind.name}")
+    check_string_growth(sql)
+
+
+MAX_BUILT_STRING = 10_000_000  # characters one repeat()/lpad()/rpad() call may build
+
+
+def check_string_growth(sql: str) -> None:
+    """DuckDB cannot interrupt one function call while it runs, and the strings it builds sit outside its
+    memory limit: ``repeat('x', 1e9)`` took 44 s at a 2 s limit and 2 GB. So the length of a
+    repeat/lpad/rpad must be a literal of at most ``MAX_BUILT_STRING`` (a computed one, even a column of
+    ``range(...)``, could be anything)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except Exception:  # noqa: BLE001 -- sqlglot fails on some DuckDB-only syntax (SHOW, SUMMARIZE) with
+        return  # IndexError and the like; DuckDB's own parser has accepted it, nothing here to bound
+    for call in tree.find_all(exp.Repeat, exp.Pad):
+        length = call.args.get("times") if isinstance(call, exp.Repeat) else call.args.get("expression")
+        if length is None:
+            continue
+        value = None
+        if isinstance(length, exp.Literal) and length.is_number:
+            value = float(length.this)
+        if value is None or value > MAX_BUILT_STRING:
+            raise UnsafeQuery(f"{call.sql(dialect='duckdb')[:60]}: repeat/lpad/rpad may build at most "
+                              f"{MAX_BUILT_STRING:,} characters (a literal length)")
 
 
 def run_duckdb(
