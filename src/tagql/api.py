@@ -31,7 +31,8 @@ ROUTE_METHODS = ("ours", "bm25", "dense")
 
 EventHandler = Callable[[str, dict[str, Any]], None]
 """``on_event(name, data)``: stage events as they happen (``routed``, ``statements``, ``sql``, ``rows``,
-``answer``, ``done``), for interfaces that stream."""
+``answer``, ``done``), for interfaces that stream. TAG methods send ``plan`` when the plan is made (before
+its operators' ``progress``) and again as it ran, with its trace."""
 
 Chooser = Callable[[list[RouteCandidate]], RouteCandidate]
 """Human in the loop for collections: given the candidate schemas, best first, return the one to use."""
@@ -389,8 +390,9 @@ class Session:
         def progress(op: str, done: int, total: int) -> None:
             emit("progress", {"operator": op, "done": done, "total": total})
 
-        answer = answer_with(pipeline, question, method, engine=make_engine(pipeline.for_tag(), progress=progress))
-        if answer.plan is not None:
+        answer = answer_with(pipeline, question, method, engine=make_engine(pipeline.for_tag(), progress=progress),
+                             on_plan=lambda plan: emit("plan", plan))
+        if answer.plan is not None:  # again, as run: with its trace (or the fallback it took)
             emit("plan", answer.plan.model_dump())
         if answer.sql:
             emit("sql", {"sql": answer.sql})

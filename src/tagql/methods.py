@@ -18,7 +18,7 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -334,8 +334,10 @@ def _points(rows: list[str]) -> str:
 
 # -- the methods -------------------------------------------------------------------------------------------
 
-def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEngine | None = None) -> Answer:
-    """Answer ``question`` with ``method`` (one of :data:`METHODS`)."""
+def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEngine | None = None,
+           on_plan: Callable[[dict[str, Any]], None] | None = None) -> Answer:
+    """Answer ``question`` with ``method`` (one of :data:`METHODS`). ``on_plan`` gets the TAG plan as
+    soon as it is made, before its operators run (a streaming interface shows it while they work)."""
     if method not in METHODS:
         raise TagqlError(f"unknown method '{method}'", f"use one of: {', '.join(METHODS)}")
     question = clean_question(question)
@@ -377,6 +379,8 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                 # a list/count question answers with values: a summary of them would hide them in prose
                 p.operators.pop()
                 plan_attempts.append({"dropped": "agg (the question asks for values, not a summary)"})
+            if on_plan is not None:
+                on_plan(p.to_dict())
             run = run_plan(p, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
         except _PLAN_FAILURES as exc:
             # no plan, or one that failed when it ran (a bad column, the LM-call cap): answer with

@@ -837,3 +837,26 @@ def test_the_tag_methods_load_the_tag_model_once_and_only_for_the_configured_loc
     same = TagQL(superhero, _NamedLLM(settings.llm.model, lambda m: "SELECT 1"),
                  settings=load_settings(cache_dir=str(tmp_path), tag={"model": ""}))
     assert answer(same, "one?", "text2sql").model == settings.llm.model and loaded == [settings.tag.model]
+
+
+def test_a_streaming_caller_sees_the_plan_before_its_operators_run(demo_db_path, tmp_path):
+    """The plan event comes when the plan is made, before any operator's progress, and again as it ran."""
+    import tagql
+
+    def fn(messages):
+        if "Does answering" in messages[-1].content:
+            return "yes"
+        if "Question:" in messages[-1].content and "plan" in messages[0].content:
+            return json.dumps(HYBRID)
+        return judge(messages)
+
+    events: list[tuple[str, dict]] = []
+    session = tagql.connect(demo_db_path, llm=ScriptedLLM(fn), settings=load_settings(cache_dir=str(tmp_path)))
+    a = session.ask("Which publisher that is a person has the most heroes?", method="tag",
+                    on_event=lambda name, data: events.append((name, data)))
+    names = [n for n, _ in events]
+    assert a.values and a.values[0] in PEOPLE
+    assert names.count("plan") == 2 and "progress" in names
+    assert names.index("plan") < names.index("progress")
+    first, last = (d for n, d in events if n == "plan")
+    assert first["operators"][0]["op"] == "filter" and "trace" not in first and "trace" in last

@@ -196,8 +196,9 @@ class Turn {
     } else if (name === "statements") {
       this.stage(name, `${data.statements.length} statement${data.statements.length === 1 ? "" : "s"}`);
       this.showStatements(data.statements);
-    } else if (name === "plan") {
-      this.stage(name);
+    } else if (name === "plan") {  // sent when made, then again as it ran
+      if (!this.planStaged) this.stage(name);
+      this.planStaged = true;
       this.showPlan(data);
     } else if (name === "progress") {
       this.showProgress(data);
