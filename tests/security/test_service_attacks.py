@@ -29,6 +29,7 @@ import pytest
 
 from tagql.config import load_settings
 from tagql.llm.scripted import ScriptedLLM
+from tests.loopback import run_app
 
 ROLES = ("reader", "expert", "reviewer", "admin")
 PUBLIC = None
@@ -95,31 +96,10 @@ class Served:
         self.app, self.url, self.tokens = app, url, tokens
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(app: Any) -> Iterator[str]:
-    import uvicorn
-
-    port = _free_port()
     # keep-alive longer than any pause of the burst: a pooled connection the server closed while idle is a
     # client-side race (ReadError on reuse), not what the burst measures
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error",
-                                           timeout_keep_alive=120))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not come up"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    return run_app(app, log_level="error", timeout_keep_alive=120)
 
 
 @pytest.fixture(scope="module")

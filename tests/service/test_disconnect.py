@@ -12,7 +12,9 @@ from pathlib import Path
 
 import httpx
 
-from .test_uvicorn import REPO, free_port
+from tests.loopback import free_port, wait_until_healthy
+
+from .test_uvicorn import REPO
 
 
 def pending(base: str) -> tuple[float, str]:
@@ -31,14 +33,7 @@ def test_disconnect_stops_the_answer_within_a_second(tmp_path: Path, demo_db_pat
         env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("the server did not come up")
+        wait_until_healthy(base)
         seen = []
         with httpx.stream("POST", f"{base}/v1/ask", headers={"accept": "text/event-stream"}, timeout=30,
                           json={"question": "How many superheroes are there?", "database": "superhero"}) as r:

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from .test_uvicorn import REPO, free_port
+from tests.loopback import free_port, wait_until_healthy
+
+from .test_uvicorn import REPO
 
 pytestmark = pytest.mark.anyio
 
@@ -156,14 +157,7 @@ def test_mcp_over_real_uvicorn(tmp_path: Path, demo_db_path: Path) -> None:
             await client.list_tools()
 
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("the server did not come up")
+        wait_until_healthy(base)
         anyio.run(talk)
         with pytest.raises(BaseException) as refused:  # noqa: B017 - no token: initialize gets 401
             anyio.run(anonymous)

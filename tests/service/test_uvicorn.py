@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
+from tests.loopback import free_port, wait_until_healthy
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_real_server_over_loopback(tmp_path: Path, demo_db_path: Path) -> None:
@@ -30,14 +24,7 @@ def test_real_server_over_loopback(tmp_path: Path, demo_db_path: Path) -> None:
          "--db", f"heroes={demo_db_path}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("the server did not come up")
+        wait_until_healthy(base)
         assert [d["name"] for d in httpx.get(f"{base}/v1/databases").json()["databases"]] == ["heroes"]
         r = httpx.post(f"{base}/v1/sql", json={"database": "heroes", "sql": "SELECT COUNT(*) FROM superhero"})
         assert r.status_code == 200 and r.json()["rows"] == [[750]]

@@ -9,9 +9,6 @@ import json
 import os
 import re
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +20,7 @@ import pytest
 from tagql.config import load_settings
 from tagql.llm.base import Message
 from tagql.llm.scripted import ScriptedLLM
+from tests.loopback import run_app
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "ui"
@@ -32,12 +30,6 @@ PLAN = {"sql": "SELECT publisher_name FROM publisher ORDER BY publisher_name",
         "operators": [{"op": "filter", "instruction": "{publisher_name} is a person, not a company"}]}
 PER_PUBLISHER = ("SELECT T2.publisher_name, COUNT(*) AS heroes FROM superhero AS T1 JOIN publisher AS T2 "
                  "ON T1.publisher_id = T2.id GROUP BY T2.publisher_name ORDER BY heroes DESC LIMIT 10")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scripted(messages: list[Message]) -> str:
@@ -77,22 +69,7 @@ class Server:
 
 
 def run_server(app: Any) -> Iterator[str]:
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise AssertionError("the server did not come up")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    return run_app(app)
 
 
 @pytest.fixture()

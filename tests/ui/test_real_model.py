@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from .conftest import REPO, free_port
+from tests.loopback import free_port, wait_until_healthy
+
+from .conftest import REPO
 from .test_ask_page import first_paint_ms, table_rows
 
 pytestmark = pytest.mark.model
@@ -30,14 +30,7 @@ def test_one_question_with_the_local_model(tmp_path: Path, demo_db_path: Path, o
          "--db", f"superhero={demo_db_path}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("the server did not come up")
+        wait_until_healthy(base, tries=600)
         w = open_page(base)
         page = w.page
         page.set_default_timeout(900_000)  # a shared 2-core host: the first question reads the schema

@@ -1,0 +1,47 @@
+"""Servers the tests start on loopback: an app run by uvicorn in a thread, or a ``tagql serve`` process
+waited for until its ``/v1/health`` answers. One copy of each, for every test that talks to a server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from tagql.llm.llama_server import free_port
+
+__all__ = ["free_port", "run_app", "wait_until_healthy"]
+
+
+def run_app(app: Any, *, log_level: str = "warning", **config: Any) -> Iterator[str]:
+    """Serve ``app`` on a free loopback port in a thread; yields its base URL, stops it afterwards.
+    ``config``: more ``uvicorn.Config`` arguments."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level, **config))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise AssertionError("the server did not come up")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def wait_until_healthy(base: str, tries: int = 300) -> None:
+    """Poll ``base``/v1/health (0.1 s apart) until it answers 200; fail the test if it never does."""
+    for _ in range(tries):
+        try:
+            if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError("the server did not come up")
