@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import secrets
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -179,7 +180,7 @@ class StateStore:
         else:
             self.engine = sa.create_engine(url, pool_pre_ping=True)
         try:
-            self.migrate()
+            self._migrate_when_free()
         except sa.exc.OperationalError as exc:
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
             raise StateError(f"cannot open the state store {parsed.render_as_string(hide_password=True)}: "
@@ -192,6 +193,23 @@ class StateStore:
             if not sa.inspect(conn).has_table("schema_version"):
                 return 0
             return int(conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0)
+
+    open_patience_s = 30.0  # how long opening waits for other processes creating the same store
+
+    def _migrate_when_free(self) -> list[int]:
+        """:meth:`migrate`, retried while SQLite says the file is locked. Several processes opening a new store
+        at once contend for its first write (and the switch to WAL); SQLite returns "database is locked" at
+        once, without waiting on the busy timeout, when waiting could deadlock, so the wait is here."""
+        deadline = time.monotonic() + self.open_patience_s
+        delay = 0.05
+        while True:
+            try:
+                return self.migrate()
+            except sa.exc.OperationalError as exc:
+                if not _is_lock_error(exc) or time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     def migrate(self) -> list[int]:
         """Apply the migrations this database lacks, each in its own transaction; returns their versions."""
@@ -382,10 +400,15 @@ class StateStore:
         self.engine.dispose()
 
 
+def _is_lock_error(exc: sa.exc.OperationalError) -> bool:
+    text = str(exc.orig or exc).lower()
+    return "locked" in text or "busy" in text
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")  # first: the switch to WAL below may have to wait for a writer
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at checkpoints, never corrupt; no fsync per answer
-    cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
