@@ -87,6 +87,15 @@ class AnswerSettings(BaseModel):
     # fill a retrieved statement's canonical numbers ("more than {100} dollars") with the question's
     # ("more than 50 dollars") before it goes into the prompt (knowledge/instantiate.py)
     instantiate_statements: bool = True
+    # honest abstention (text2sql/abstain.py): before writing SQL, ask whether the database can answer the
+    # question at all (the model's P(yes), read with the SQL prompt's schema prefix, plus the question's words
+    # that match nothing in the schema or its values); a question it cannot answer gets "This database does not
+    # hold that" (Answer.abstained) instead of SQL. Thresholds fitted by bench/ask/abstention.py on train+dev.
+    abstain: bool = False
+    abstain_p_alone: float = 0.05  # abstain when P(yes) is below this
+    abstain_p_with_gap: float = 0.5  # ... or below this with at least abstain_min_uncovered unmatched words
+    abstain_min_uncovered: int = 1
+    abstain_coverage_alone: int = 0  # a model without token probabilities: abstain at this many (0: never)
 
 
 class TagSettings(BaseModel):

@@ -97,6 +97,10 @@ class Answer(BaseModel):
     operator_stats: dict[str, Any] = Field(default_factory=dict)
     examples: list[Example] = Field(default_factory=list)  # verified examples the SQL prompt showed
     context_turns: int = 0  # earlier turns of the conversation the SQL prompt showed (a follow-up: > 0)
+    # honest abstention (answer.abstain): the database cannot answer the question, so no SQL ran; ``answer``
+    # says so and ``abstain_reason`` names what is missing when it can
+    abstained: bool = False
+    abstain_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form every interface prints."""

@@ -19,6 +19,7 @@ from tagql.knowledge.instantiate import for_question
 from tagql.llm import make_llm
 from tagql.llm.base import LLM
 from tagql.models import Answer, Attempt, Example, Statement
+from tagql.text2sql.abstain import Thresholds, Verdict, check_question
 from tagql.text2sql.answer import generate_answer, json_value, result_values
 from tagql.text2sql.context import ExampleIndex, Turn, follow_up_text
 from tagql.text2sql.query import QuerySynthesizer
@@ -107,6 +108,19 @@ class TagQL:
         examples = self.examples.similar(about, self.example_k) if self.examples is not None else []
         t_retrieve = time.perf_counter() - t0
         emit("statements", {"statements": [Statement.of(s).model_dump() for s in statements]})
+        if self.settings.answer.abstain and not history:  # a follow-up is read with its history: not judged alone
+            t0 = time.perf_counter()
+            verdict = self.check_answerable(question, statements)
+            if verdict.abstain:
+                return Answer(
+                    question=question, database=self.db.name, answer=verdict.reason, abstained=True,
+                    abstain_reason=verdict.reason,
+                    timings={"retrieve_s": round(t_retrieve, 3), "abstain_s": round(time.perf_counter() - t0, 3),
+                             "total_s": round(time.perf_counter() - t_start, 3)},
+                    tokens=self.llm.usage.since(before), model=str(getattr(self.llm, "name", "")),
+                    notes=[f"abstained: P(answerable) {verdict.p_answerable:.3f}" if verdict.p_answerable is not None
+                           else "abstained: the model gives no probabilities; decided on schema coverage"],
+                )
         outcome = self.synthesizer.run(question, statements, examples=examples, history=history)
         result = outcome.result
         rows = [[json_value(v) for v in r] for r in result.rows]
@@ -149,6 +163,16 @@ class TagQL:
             examples=[Example(question=e.question, sql=e.sql) for e in examples],
             context_turns=len(history),
         )
+
+
+    def check_answerable(self, question: str, statements: Sequence[ScoredStatement] = ()) -> Verdict:
+        """Whether this database can answer ``question`` (:mod:`tagql.text2sql.abstain`), with the configured
+        thresholds; the yes/no is asked after the SQL prompt's own system message (its schema prefix)."""
+        a = self.settings.answer
+        thresholds = Thresholds(p_alone=a.abstain_p_alone, p_with_gap=a.abstain_p_with_gap,
+                                min_uncovered=a.abstain_min_uncovered, coverage_alone=a.abstain_coverage_alone)
+        return check_question(question, self.db, self.llm, self.synthesizer.system_message(),
+                              statements=[s.render() for s in statements], thresholds=thresholds)
 
 
 def open_knowledge(

@@ -164,7 +164,8 @@ def print_answer(a: Any) -> None:
         console.print("[bold]domain knowledge used:[/]")
         for s in a.statements:
             console.print(Text.assemble((f"  {s.score:.2f} ", "dim"), s.render()))
-    console.print(rows_table(a.columns, a.rows, 20))
+    if not getattr(a, "abstained", False):  # an abstained answer ran no SQL: no table to show
+        console.print(rows_table(a.columns, a.rows, 20))
     if len(a.rows) > 20:
         console.print(f"[dim]... {len(a.rows) - 20} more rows (use --json for all)[/]")
     for note in a.notes:

@@ -93,3 +93,8 @@ def answer_user_prompt(question: str, data: str) -> str:
     Like the paper, no SQL: the data points name their columns, and the ~40 SQL tokens cost about
     0.3 s of prompt processing per question on 2 cores."""
     return TEMPLATES.render("answer_user", data=data, question=question)
+
+
+def answerable_prompt(question: str) -> str:
+    """Honest abstention's yes/no (``text2sql/abstain.py``): can the tables in the system message answer it?"""
+    return TEMPLATES.render("answerable", question=question)

@@ -1,0 +1,237 @@
+"""Honest abstention: precision and recall on unanswerable questions, EX on answerable ones with and without it.
+
+The unanswerable set (`bench/ask/data/unanswerable.json`: questions over student_club, superhero, toxicology
+and the demo database that the database cannot answer, five kinds, split once train/dev/test stratified by kind
+and database, seed 36) is mixed with the answerable BIRD questions of the same part of the fixed BIRD split
+(`bench/ask/data/bird_ask_split.json`). Per question the two signals of `tagql.text2sql.abstain` are read (the
+uncovered content words, free; the local model's P(yes) to "can this schema answer it", one yes/no call), the
+thresholds are fitted on train+dev (the highest recall at precision >= 0.90, then the fewest false abstentions)
+and applied to dev and test. The gate runs before any SQL, so EX with abstention is EX without it minus the
+answerable questions it refused: EX without is read from a `bench.ask.bird` run's records on the same
+questions (`--bird`, condition `none`).
+
+    python -m bench.ask.abstention --split-check                 # the committed split is the seed-36 split
+    python -m bench.ask.abstention --signals                     # real model: the yes/no per question (resumable)
+    python -m bench.ask.abstention --bird /tmp/bird_*.json       # fit on train+dev, report dev and test
+
+Prints a table and writes bench/results/ask/abstention.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from bench import common
+
+DATA = common.DATA
+HERE = Path(__file__).resolve().parent / "data"
+SET = HERE / "unanswerable.json"
+DBS = ["student_club", "superhero", "toxicology"]
+SEED = 36
+PATTERN = ["train", "dev", "test", "train", "dev", "test", "train", "train", "dev", "test"]  # 40/30/30
+
+
+def assign_splits(questions: list[dict], seed: int = SEED) -> list[dict]:
+    """Each (kind, database) group shuffled with ``seed``, its members dealt in turn along :data:`PATTERN`
+    (the pattern carries on from one group to the next): stratified ~40/30/30."""
+    rng = random.Random(seed)
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for q in questions:
+        groups[(q["kind"], q["database"])].append(q)
+    out, i = [], 0
+    for key in sorted(groups):
+        members = sorted(groups[key], key=lambda q: q["question"])
+        rng.shuffle(members)
+        for q in members:
+            out.append({**q, "split": PATTERN[i % len(PATTERN)]})
+            i += 1
+    order = {q["question"]: n for n, q in enumerate(questions)}
+    return sorted(out, key=lambda q: order[q["question"]])
+
+
+def load_set() -> list[dict]:
+    return json.loads(SET.read_text())["questions"]
+
+
+def database_path(name: str) -> Path:
+    if name == "demo":
+        from tagql.demo import demo_database_path
+
+        return demo_database_path()
+    return DATA / "bird" / "dev_databases" / name / f"{name}.sqlite"
+
+
+def answerable_questions() -> list[dict]:
+    from bench.ask.bird_split import load_split
+
+    part_of = load_split()
+    bird = json.loads((DATA / "bird" / "dev.json").read_text())
+    return [{"database": q["db_id"], "question": q["question"], "question_id": q["question_id"],
+             "split": part_of[q["question_id"]], "kind": "answerable"} for q in bird if q["db_id"] in DBS]
+
+
+def key(q: dict) -> str:
+    return f"{q['database']}|{q['question']}"
+
+
+def signals(out_jsonl: Path, limit_s: float) -> None:
+    """The two signals of every question (unanswerable and answerable), appended to ``out_jsonl``; questions
+    already there are skipped, and it stops after ``limit_s`` seconds (run it again to go on)."""
+    from tagql.config import load_settings
+    from tagql.db import open_database
+    from tagql.llm import make_llm
+    from tagql.text2sql.abstain import answerable_probability, database_vocabulary, uncovered_terms
+    from tagql.text2sql.query import QuerySynthesizer
+
+    done = set()
+    if out_jsonl.exists():
+        done = {json.loads(line)["key"] for line in out_jsonl.read_text().splitlines() if line.strip()}
+    todo = [q for q in load_set() + answerable_questions() if key(q) not in done]
+    todo.sort(key=lambda q: q["database"])  # one schema prefix per database
+    if not todo:
+        return
+    settings = load_settings()
+    llm = make_llm(settings)
+    start = time.perf_counter()
+    with out_jsonl.open("a") as f:
+        for name, qs in itertools.groupby(todo, key=lambda q: q["database"]):
+            db = open_database(database_path(name), settings=settings.db)
+            system_message = QuerySynthesizer(db, llm).system_message()
+            vocab = database_vocabulary(db)
+            for q in qs:
+                t0 = time.perf_counter()
+                p = answerable_probability(llm, system_message, q["question"])
+                rec = {"key": key(q), "database": name, "kind": q["kind"], "split": q["split"],
+                       "question": q["question"], "question_id": q.get("question_id"),
+                       "uncovered": uncovered_terms(q["question"], vocab), "p_yes": p,
+                       "check_s": round(time.perf_counter() - t0, 3)}
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+                if time.perf_counter() - start > limit_s:
+                    print(f"stopped after {limit_s:.0f} s; run again to go on")
+                    return
+
+
+def grid() -> list:
+    from tagql.text2sql.abstain import Thresholds
+
+    ps = [0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5]
+    return [Thresholds(p_alone=a, p_with_gap=b, min_uncovered=m)
+            for a in ps for b in [*ps, 0.6, 0.7, 0.8, 0.9] if b >= a for m in (1, 2, 3)]
+
+
+def score(records: list[dict], th) -> dict:
+    from tagql.text2sql.abstain import decide
+
+    tp = fp = fn = 0
+    for r in records:
+        abstain = decide(r["p_yes"], r["uncovered"], th).abstain
+        unanswerable = r["kind"] != "answerable"
+        tp += abstain and unanswerable
+        fp += abstain and not unanswerable
+        fn += (not abstain) and unanswerable
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    return {"precision": precision, "recall": recall, "tp": tp, "fp": fp, "fn": fn}
+
+
+def fit(records: list[dict]):
+    """The thresholds with the highest recall at precision >= 0.90 on ``records`` (ties: fewer false
+    abstentions, then the more conservative thresholds)."""
+    best, best_key = None, None
+    for th in grid():
+        s = score(records, th)
+        if s["precision"] < 0.90:
+            continue
+        k = (s["recall"], -s["fp"], -th.p_with_gap, -th.p_alone, th.min_uncovered)
+        if best_key is None or k > best_key:
+            best, best_key = th, k
+    return best
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--split-check", action="store_true", help="check the committed split is the seed-36 split")
+    ap.add_argument("--signals", action="store_true", help="compute the signals with the real model (resumable)")
+    ap.add_argument("--limit-s", type=float, default=840, help="stop --signals after this many seconds")
+    ap.add_argument("--records", default=str(common.result_path("ask", "abstention_signals")) + ".jsonl")
+    ap.add_argument("--bird", nargs="*", default=[], help="bench.ask.bird result files (EX without abstention)")
+    ap.add_argument("--out", default=str(common.result_path("ask", "abstention")))
+    args = ap.parse_args(argv)
+    console = Console()
+    if args.split_check:
+        qs = load_set()
+        again = assign_splits([{k: v for k, v in q.items() if k != "split"} for q in qs])
+        assert again == qs, "bench/ask/data/unanswerable.json is not the seed-36 split of its questions"
+        counts = defaultdict(int)
+        for q in qs:
+            counts[q["split"]] += 1
+        console.print(f"{len(qs)} unanswerable questions, split {dict(counts)}: ok")
+        return
+    run = common.Run(__spec__, argv)
+    records_path = Path(args.records)
+    if args.signals:
+        signals(records_path, args.limit_s)
+    records = [json.loads(line) for line in records_path.read_text().splitlines() if line.strip()]
+    report(records, args.bird, args.out, run, console)
+
+
+def report(records: list[dict], bird_files: list[str], out: str, run, console: Console) -> None:
+    from tagql.text2sql.abstain import Thresholds, decide
+
+    by_split = defaultdict(list)
+    for r in records:
+        by_split[r["split"]].append(r)
+    fitted = fit(by_split["train"] + by_split["dev"])
+    default = Thresholds()
+    correct: dict[int, bool] = {}
+    for path in bird_files:
+        for r in json.loads(Path(path).read_text())["records"]:
+            if r["condition"] == "none":
+                correct[r["question_id"]] = bool(r["correct"])
+    table = Table(title="honest abstention (unanswerable set + answerable BIRD questions of the same split)")
+    for col in ("thresholds", "split", "unanswerable", "answerable", "precision", "recall", "false abstentions",
+                "EX without", "EX with", "n EX"):
+        table.add_column(col, justify="right")
+    summary: dict[str, dict] = {}
+    for name, th in (("fitted", fitted), ("default", default)):
+        if th is None:
+            continue
+        for split in ("train", "dev", "test"):
+            rs = by_split[split]
+            s = score(rs, th)
+            ans = [r for r in rs if r["kind"] == "answerable"]
+            with_ex = [r for r in ans if r["question_id"] in correct]
+            ex_without = sum(correct[r["question_id"]] for r in with_ex) / len(with_ex) if with_ex else None
+            ex_with = (sum(correct[r["question_id"]] and not decide(r["p_yes"], r["uncovered"], th).abstain
+                           for r in with_ex) / len(with_ex)) if with_ex else None
+            per_kind = {}
+            for kind in sorted({r["kind"] for r in rs} - {"answerable"}):
+                kr = [r for r in rs if r["kind"] == kind]
+                per_kind[kind] = sum(decide(r["p_yes"], r["uncovered"], th).abstain for r in kr) / len(kr)
+            summary[f"{name}/{split}"] = {**s, "n_unanswerable": len(rs) - len(ans), "n_answerable": len(ans),
+                                          "ex_without": ex_without, "ex_with": ex_with, "n_ex": len(with_ex),
+                                          "recall_by_kind": per_kind}
+            table.add_row(name, split, str(len(rs) - len(ans)), str(len(ans)), f"{s['precision']:.3f}",
+                          f"{s['recall']:.3f}", str(s["fp"]), "-" if ex_without is None else f"{ex_without:.3f}",
+                          "-" if ex_with is None else f"{ex_with:.3f}", str(len(with_ex)))
+    console.print(table)
+    console.print(f"fitted on train+dev: {fitted}; default in tagql: {default}")
+    checks = [r["check_s"] for r in records if r.get("p_yes") is not None]
+    run.save(out, {"fitted": vars(fitted) if fitted else None, "default": vars(default), "summary": summary,
+                   "check_s_median": sorted(checks)[len(checks) // 2] if checks else None,
+                   "bird_records": bird_files, "records": records})
+    console.print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

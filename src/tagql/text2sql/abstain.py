@@ -1,0 +1,208 @@
+"""Honest abstention: is the question one this database can answer at all?
+
+A question about something the database does not hold ("What is the weather in Paris?", "the average salary
+of the members" with no salary column) gets "this database does not hold that" instead of SQL that answers a
+different question with confidence. Two signals, read before any SQL is written:
+
+* **schema coverage** (:func:`uncovered_terms`): the question's content words that match nothing the database
+  names -- tables, columns, their descriptions, the stored text values, the question's domain statements.
+  Free, and it names what is missing ("salary"), but on its own it cannot tell an unknown word that means a
+  column ("tallest" is ``height_cm``) from one that means something absent.
+* **the model's yes/no** (:func:`answerable_probability`): P(yes) to "can this question be answered from the
+  tables above?", asked with the SQL prompt's own system message (the schema prefix is already evaluated, so
+  it costs ~the question's tokens). Needs token probabilities (``supports_choice_probs``: the local backend);
+  without them the decision rests on coverage alone.
+
+:func:`decide` combines them (thresholds fitted on the train/dev parts of ``bench/ask/data/unanswerable.json``
+with ``bench/ask/abstention.py``; docs/text2sql.md has the figures).
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tagql.db.connection import Database
+from tagql.db.schema import Schema
+from tagql.errors import TagqlError
+from tagql.llm.base import LLM, Message, user
+from tagql.text import STOP_WORDS, split_identifier
+from tagql.text.stem import stem
+from tagql.text2sql import prompts
+
+# words any question over any data may use (aggregates, comparisons, question words): never "missing"
+QUESTION_WORDS = frozenset("""
+    average avg mean median total sum count number numbers amount many much percentage percent ratio rate
+    proportion share fraction most least highest lowest largest smallest biggest top bottom maximum minimum max
+    min greater fewer less more than higher lower larger smaller over under above below between among
+    each every per overall all any list name names show give tell find provide identify state calculate compute
+    what which who whom whose when where why how does did do is are was were has have had be been being
+    many times time first last second third one two three four five six seven eight nine ten hundred thousand
+    value values record records entry entries row rows data database table tables column columns field fields
+    type types kind kinds category categories group grouped distinct different unique same both either neither
+    difference differ compare compared comparison versus vs respectively order ordered descending ascending
+    rank ranked sort sorted including include includes contain contains containing with without whether
+    yes true false null empty other others another also only just exactly approximately about
+    full detail details information info id ids code codes status item items thing things people person
+    """.split())
+
+ABSTAIN_SENTENCE = "This database ({database}) does not hold that"
+
+
+def _stems(text: str) -> list[str]:
+    """Lower-case word stems of ``text`` (identifiers split: ``height_cm`` -> height, cm)."""
+    words = re.findall(r"[a-z]+", split_identifier(text).lower())
+    return [stem(w) for w in words]
+
+
+@dataclass
+class Vocabulary:
+    """The stems a database names: its name, tables, columns, descriptions, sample and stored text values."""
+
+    stems: set[str] = field(default_factory=set)
+
+    def add(self, text: str) -> None:
+        self.stems.update(_stems(text))
+
+    def covers(self, word: str) -> bool:
+        return stem(word) in self.stems
+
+
+_VOCABULARIES: weakref.WeakKeyDictionary[Any, Vocabulary] = weakref.WeakKeyDictionary()
+
+
+def schema_vocabulary(schema: Schema, values: Iterable[str] = ()) -> Vocabulary:
+    """The :class:`Vocabulary` of ``schema`` (names, descriptions, sample values) plus ``values``."""
+    vocab = Vocabulary()
+    vocab.add(schema.name)
+    for t in schema.tables:
+        vocab.add(t.name)
+        vocab.add(t.description)
+        for c in t.columns:
+            vocab.add(c.name)
+            vocab.add(c.description)
+            vocab.add(c.value_description)
+            for v in c.samples:
+                if isinstance(v, str):
+                    vocab.add(v)
+    for v in values:
+        vocab.add(v)
+    return vocab
+
+
+def stored_values(db: Database, *, per_column: int = 2000, max_chars: int = 60, timeout_s: float = 2.0) -> list[str]:
+    """Distinct short text values of the database's text columns (at most ``per_column`` each, each query
+    under ``timeout_s``; a column that cannot be read in time is skipped)."""
+    out: list[str] = []
+    for t in db.schema.tables:
+        for c in t.columns:
+            if not any(k in (c.type or "").upper() for k in ("CHAR", "TEXT", "STRING", "CLOB")) and c.type:
+                continue
+            sql = f"SELECT DISTINCT {db.schema.quote(c.name)} FROM {db.schema.quote(t.name)} LIMIT {per_column}"
+            try:
+                rows = db.execute(sql, timeout_s=timeout_s, row_cap=per_column).rows
+            except TagqlError:
+                continue
+            out += [r[0] for r in rows if isinstance(r[0], str) and len(r[0]) <= max_chars]
+    return out
+
+
+def database_vocabulary(db: Database) -> Vocabulary:
+    """:func:`schema_vocabulary` of ``db`` with its stored text values, built once per opened database."""
+    try:
+        cached = _VOCABULARIES.get(db)
+    except TypeError:
+        cached = None
+    if cached is None:
+        cached = schema_vocabulary(db.schema, stored_values(db))
+        try:
+            _VOCABULARIES[db] = cached
+        except TypeError:
+            pass
+    return cached
+
+
+def uncovered_terms(question: str, vocab: Vocabulary, statements: Sequence[str] = ()) -> list[str]:
+    """The question's content words (not stop words nor :data:`QUESTION_WORDS`, not numbers) that match
+    nothing in ``vocab`` nor in the domain ``statements``, in question order, each once."""
+    extra: set[str] = set()
+    for s in statements:
+        extra.update(_stems(s))
+    out: list[str] = []
+    for word in re.findall(r"[A-Za-z]+(?:['\u2019-][A-Za-z]+)*", question):
+        w = word.lower().replace("\u2019", "'")
+        if w.endswith("'s"):
+            w = w[:-2]
+        parts = [p for p in re.split(r"[-']", w) if p]
+        if not parts or all(p in STOP_WORDS or p in QUESTION_WORDS or len(p) < 3 for p in parts):
+            continue
+        if any(vocab.covers(p) or stem(p) in extra for p in parts):
+            continue
+        if w not in out:
+            out.append(w)
+    return out
+
+
+def answerable_messages(system_message: Message, question: str) -> list[Message]:
+    """The yes/no prompt: the SQL prompt's system message (schema), then the question."""
+    return [system_message, user(prompts.answerable_prompt(question))]
+
+
+def answerable_probability(llm: LLM, system_message: Message, question: str) -> float | None:
+    """P(yes) that the tables in ``system_message`` can answer ``question``; None when the model gives no
+    token probabilities (``supports_choice_probs`` false)."""
+    if not getattr(llm, "supports_choice_probs", False):
+        return None
+    p_yes, _ = llm.choice_probs(answerable_messages(system_message, question), ["yes", "no"])  # type: ignore[attr-defined]
+    return float(p_yes)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When to abstain: P(yes) below ``p_alone`` whatever the coverage, or below ``p_with_gap`` when at least
+    ``min_uncovered`` content words match nothing in the database; with no probability (a backend without
+    them), only when ``coverage_alone`` or more content words match nothing (0: never)."""
+
+    p_alone: float = 0.05
+    p_with_gap: float = 0.5
+    min_uncovered: int = 1
+    coverage_alone: int = 0
+
+
+@dataclass
+class Verdict:
+    """The decision and what it rests on."""
+
+    abstain: bool
+    reason: str = ""
+    p_answerable: float | None = None
+    uncovered: list[str] = field(default_factory=list)
+
+
+def decide(p_answerable: float | None, uncovered: Sequence[str], thresholds: Thresholds = Thresholds(), *,
+           database: str = "") -> Verdict:
+    """Combine the two signals into a :class:`Verdict` whose ``reason`` is the one-line answer to show."""
+    n = len(uncovered)
+    if p_answerable is None:
+        abstain = bool(thresholds.coverage_alone) and n >= thresholds.coverage_alone
+    else:
+        abstain = p_answerable < thresholds.p_alone or (p_answerable < thresholds.p_with_gap
+                                                        and n >= thresholds.min_uncovered)
+    reason = ""
+    if abstain:
+        reason = ABSTAIN_SENTENCE.format(database=database or "this database")
+        if n:
+            reason += ": nothing in its tables, columns or values matches " + ", ".join(f"'{w}'" for w in uncovered[:4])
+        reason += "."
+    return Verdict(abstain, reason, p_answerable, list(uncovered))
+
+
+def check_question(question: str, db: Database, llm: LLM, system_message: Message, *,
+                   statements: Sequence[str] = (), thresholds: Thresholds = Thresholds()) -> Verdict:
+    """Both signals for ``question`` on ``db`` and the decision."""
+    uncovered = uncovered_terms(question, database_vocabulary(db), statements)
+    p = answerable_probability(llm, system_message, question)
+    return decide(p, uncovered, thresholds, database=db.name)
