@@ -366,7 +366,7 @@ class Session:
         return TagQL(db, self.llm(method), settings=self._settings_for(method), knowledge=self._retriever(name),
                      knowledge_k=k, prompt_schema=subset if subset and subset.tables else None,
                      embedder=self._embedder, examples=self.examples_for(db.name) if method == "sql" else None,
-                     example_k=self.example_k)
+                     example_k=self.example_k, step_progress=self.step_progress)
 
     def _route_for_ask(self, question: str, choose: Chooser | None,
                        force: bool) -> tuple[list[RouteCandidate], RouteCandidate, str | None]:

@@ -96,6 +96,10 @@ class AnswerSettings(BaseModel):
     abstain_p_with_gap: float = 0.5  # ... or below this with at least abstain_min_uncovered unmatched words
     abstain_min_uncovered: int = 1
     abstain_coverage_alone: int = 0  # a model without token probabilities: abstain at this many (0: never)
+    # show the stored values the question's words name (table.column = 'value', from a per-database index of
+    # distinct text values cached under cache_dir/values/) right before the question in the SQL prompt
+    # (tagql.text2sql.values; measured in bench/ask/values.py)
+    value_hints: bool = False
 
 
 class TagSettings(BaseModel):

@@ -23,6 +23,7 @@ from tagql.text2sql.abstain import Thresholds, Verdict, check_question
 from tagql.text2sql.answer import generate_answer, json_value, result_values
 from tagql.text2sql.context import ExampleIndex, Turn, follow_up_text
 from tagql.text2sql.query import QuerySynthesizer
+from tagql.text2sql.values import ValueMatch, match_values
 
 
 def clean_question(question: str) -> str:
@@ -39,7 +40,7 @@ class TagQL:
     def __init__(
         self, db: Database, llm: LLM, *, settings: Settings | None = None, knowledge: Retriever | None = None,
         knowledge_k: int | None = None, prompt_schema: Schema | None = None, embedder: Embedder | None = None,
-        examples: ExampleIndex | None = None, example_k: int = 3,
+        examples: ExampleIndex | None = None, example_k: int = 3, step_progress: Progress | None = None,
     ) -> None:
         self.db = db
         self.examples = examples  # verified question -> SQL pairs of this database (few-shot, most similar)
@@ -50,6 +51,7 @@ class TagQL:
         self.knowledge = knowledge
         self.knowledge_k = knowledge_k
         self._tag_session: TagQL | None = None
+        self.step_progress = step_progress  # hears a long first-use step (building the value index)
         self.synthesizer = QuerySynthesizer(
             db, llm, max_tokens=self.settings.answer.max_sql_tokens, retries=self.settings.answer.sql_retries,
             prompt_schema=prompt_schema, statement_style=self.settings.answer.statement_style,
@@ -89,6 +91,18 @@ class TagQL:
             statements = for_question(question, statements)
         return statements
 
+    def values_for(self, question: str) -> list[ValueMatch]:
+        """The stored values ``question``'s words name (``answer.value_hints``; none when off), from the
+        database's value index (built once and cached under ``cache_dir/values/``), in the tables the SQL
+        prompt shows."""
+        if not self.settings.answer.value_hints:
+            return []
+        from tagql.db.values import value_index
+
+        index = value_index(self.db, self.settings.cache_dir, progress=self.step_progress)
+        shown = self.synthesizer.prompt_schema
+        return match_values(question, index, tables=[t.name for t in shown.tables] if shown is not None else None)
+
     def ask(self, question: str, *, k: int | None = None,
             on_event: Callable[[str, dict[str, Any]], None] | None = None, history: Sequence[Turn] = ()) -> Answer:
         """SQL for ``question`` (with up to ``k`` domain statements and the most similar verified examples),
@@ -106,6 +120,7 @@ class TagQL:
         t0 = time.perf_counter()
         statements = self.statements_for(about, k)
         examples = self.examples.similar(about, self.example_k) if self.examples is not None else []
+        values = self.values_for(question)
         t_retrieve = time.perf_counter() - t0
         emit("statements", {"statements": [Statement.of(s).model_dump() for s in statements]})
         if self.settings.answer.abstain and not history:  # a follow-up is read with its history: not judged alone
@@ -121,7 +136,7 @@ class TagQL:
                     notes=[f"abstained: P(answerable) {verdict.p_answerable:.3f}" if verdict.p_answerable is not None
                            else "abstained: the model gives no probabilities; decided on schema coverage"],
                 )
-        outcome = self.synthesizer.run(question, statements, examples=examples, history=history)
+        outcome = self.synthesizer.run(question, statements, examples=examples, history=history, values=values)
         result = outcome.result
         rows = [[json_value(v) for v in r] for r in result.rows]
         emit("sql", {"sql": outcome.sql})

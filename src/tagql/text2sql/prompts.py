@@ -11,6 +11,7 @@ from typing import Literal
 from tagql.knowledge import ScoredStatement
 from tagql.templates import load_templates
 from tagql.text2sql.context import Example, Turn
+from tagql.text2sql.values import ValueMatch, render_values
 
 TEMPLATES = load_templates("tagql.text2sql")
 
@@ -37,7 +38,7 @@ StatementStyle = Literal["external", "paper"]
 
 def sql_user_prompt(
     question: str, statements: list[ScoredStatement], *, style: StatementStyle = "external", dialect: str = "sqlite",
-    examples: Sequence[Example] = (), history: Sequence[Turn] = (),
+    examples: Sequence[Example] = (), history: Sequence[Turn] = (), values: Sequence[ValueMatch] = (),
 ) -> str:
     """The question, preceded by its domain statements (each rendered "'text' refers to sql").
 
@@ -49,8 +50,10 @@ def sql_user_prompt(
 
     ``examples`` (verified question -> SQL pairs, most similar last) come first as few-shot pairs;
     ``history`` (the conversation's earlier turns, oldest first) comes right before the question with
-    the instruction to resolve a follow-up against the last SQL. Without either, the prompt is the plain
-    one, byte for byte (its cached prefix and every measured figure stay valid)."""
+    the instruction to resolve a follow-up against the last SQL. ``values`` (stored values the question
+    names, :func:`tagql.text2sql.values.match_values`) come right before the question as one line of
+    ``table.column = 'value'``. Without any of them, the prompt is the plain one, byte for byte (its cached
+    prefix and every measured figure stay valid)."""
     parts = []
     if examples:
         parts.append(TEMPLATES["examples_header"])
@@ -66,6 +69,8 @@ def sql_user_prompt(
     if statements and style == "external":
         parts.append(TEMPLATES.render("external_knowledge", statements="; ".join(s.render() for s in statements)))
         parts.append(TEMPLATES.render("external_instruction", dialect=dialect_name(dialect)))
+    if values:
+        parts.append(TEMPLATES.render("value_hints", values=render_values(values)))
     parts.append(TEMPLATES.render("question", question=question))
     if statements and style == "paper":
         listed = "\n".join(f"- {s.render()}" for s in statements)

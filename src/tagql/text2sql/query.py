@@ -48,6 +48,7 @@ from tagql.text2sql.repair import (
     repair_month_order,
     repair_word_count,
 )
+from tagql.text2sql.values import ValueMatch
 
 _FENCE = re.compile(r"```(?:sql|sqlite|postgresql|postgres|mysql)?\s*\n?(.*?)```", re.DOTALL | re.IGNORECASE)
 _KEYWORDS = r"SELECT|WITH|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|ATTACH|DETACH|PRAGMA|REPLACE|VACUUM|MERGE"
@@ -219,12 +220,14 @@ class QuerySynthesizer:
         return system(prompts.system_prompt(self.db.name, schema.to_prompt(), self.db.dialect))
 
     def run(self, question: str, statements: list[ScoredStatement] | None = None, *,
-            examples: Sequence[Example] = (), history: Sequence[Turn] = ()) -> QueryOutcome:
+            examples: Sequence[Example] = (), history: Sequence[Turn] = (),
+            values: Sequence[ValueMatch] = ()) -> QueryOutcome:
         """SQL for ``question`` with its domain ``statements``, verified ``examples`` (few-shot pairs, most
-        similar last) and, for a follow-up, the conversation's earlier turns (``history``, oldest first)."""
+        similar last), for a follow-up the conversation's earlier turns (``history``, oldest first), and
+        the stored ``values`` its words name (:mod:`tagql.text2sql.values`)."""
         attempts: list[Attempt] = []
         clock = [0.0, 0.0]  # LLM seconds, execution seconds, over every try
-        context = (tuple(examples), tuple(history))
+        context = (tuple(examples), tuple(history), tuple(values))
         try:
             return self._write_and_run(question, statements or [], attempts, self.retries, clock, context)
         except (LLMOutputError, InvalidQuery, UnsafeQuery, QueryFailed):
@@ -238,14 +241,15 @@ class QuerySynthesizer:
 
     def _write_and_run(self, question: str, statements: list[ScoredStatement], attempts: list[Attempt],
                        retries: int, clock: list[float],
-                       context: tuple[tuple[Example, ...], tuple[Turn, ...]] = ((), ())) -> QueryOutcome:
+                       context: tuple[tuple[Example, ...], tuple[Turn, ...], tuple[ValueMatch, ...]] = ((), (), ()),
+                       ) -> QueryOutcome:
         """One prompt, then up to ``retries`` repairs with the error message; appends to ``attempts``
         and adds the LLM and execution seconds to ``clock``."""
-        examples, history = context
+        examples, history, values = context
         messages = [
             self.system_message(),
             user(prompts.sql_user_prompt(question, statements, style=self.statement_style, dialect=self.db.dialect,
-                                         examples=examples, history=history)),
+                                         examples=examples, history=history, values=values)),
         ]
         # the repairs that read the question read the whole conversation (a follow-up leaves out what it keeps)
         asked = follow_up_text(question, history) if history else question
