@@ -56,11 +56,18 @@ class LLMSettings(BaseModel):
     # AVX2 hosts); prompts evaluate ~2.6x faster with them there. false: the same numerics on every
     # x86 host (to compare benchmark runs across machines), slower.
     extra_buffers: bool = True
-    # openai-compatible endpoint
+    # openai-compatible endpoint; several comma-separated URLs (or ``endpoints``) make a pool (tagql.llm.pool)
     base_url: str = "http://127.0.0.1:8080/v1"
     api_key: str | None = None  # falls back to $OPENAI_API_KEY
     openai_model: str = "default"
     request_timeout_s: float = 120.0
+    # a pool of OpenAI-compatible servers of one model: requests go to the least busy one, a failing one is
+    # left out and the request asked of another (docs/deployment.md)
+    endpoints: list[str] = Field(default_factory=list)
+    concurrency: int = Field(default=1, ge=1)  # requests in flight per endpoint (LM operators run that many)
+    # LM calls this process may make through the endpoints (one run; a service's lifetime); 0 = no budget.
+    # The call after the last stops with one line; answers already paid for stay in the operator cache
+    max_calls: int = Field(default=0, ge=0)
 
 
 class DatabaseSettings(BaseModel):

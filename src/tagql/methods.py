@@ -119,7 +119,8 @@ def make_engine(session: TagQL, *, progress: Any = None) -> SemEngine:
                      progress=progress, agg_chunk_chars=s.agg_chunk_chars, cascade=s.cascade,
                      cascade_sample=s.cascade_sample, cascade_min_inputs=s.cascade_min_inputs,
                      glossary=glossary, code_columns=code_columns(glossary, session.db) if glossary else (),
-                     split=s.split_verdicts, embedder=lambda: session.embedder)
+                     split=s.split_verdicts, embedder=lambda: session.embedder,
+                     concurrency=getattr(session.llm, "parallel_calls", 1))  # an LLM of before parallel_calls: serial
 
 
 def parse_list(text: str) -> list[Any]:

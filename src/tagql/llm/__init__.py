@@ -28,9 +28,17 @@ def make_llm(
     chosen = backend or cfg.backend
     if chosen == "openai":
         from tagql.llm.openai_compat import OpenAICompatLLM
+        from tagql.llm.pool import PooledOpenAILLM, endpoint_urls
 
+        urls = endpoint_urls(cfg.base_url, cfg.endpoints)
+        if len(urls) > 1 or cfg.concurrency > 1 or cfg.max_calls:
+            return PooledOpenAILLM(
+                urls, cfg.openai_model, api_key=cfg.api_key or os.environ.get("OPENAI_API_KEY"),
+                temperature=cfg.temperature, seed=cfg.seed, timeout_s=cfg.request_timeout_s,
+                concurrency=cfg.concurrency, max_calls=cfg.max_calls,
+            )
         return OpenAICompatLLM(
-            cfg.base_url, cfg.openai_model, api_key=cfg.api_key or os.environ.get("OPENAI_API_KEY"),
+            urls[0] if urls else cfg.base_url, cfg.openai_model, api_key=cfg.api_key or os.environ.get("OPENAI_API_KEY"),
             temperature=cfg.temperature, seed=cfg.seed, timeout_s=cfg.request_timeout_s,
         )
     if chosen == "local":

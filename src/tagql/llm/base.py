@@ -80,6 +80,10 @@ class LLM(Protocol):
       :meth:`complete` handing the reply's text to ``on_text`` piece by piece as it is generated; an exception
       raised by ``on_text`` stops the generation at once and propagates (:class:`Streams`; answer tokens
       over SSE, and stopping the model when the client goes away).
+
+    ``parallel_calls`` is how many calls the backend serves at once from different threads: 1 for one model
+    in this process or one endpoint (calls wait for each other), ``concurrency`` x endpoints for a pool of
+    servers (:mod:`tagql.llm.pool`); the LM operators run that many of their calls at once.
     """
 
     name: str
@@ -87,6 +91,7 @@ class LLM(Protocol):
     supports_choice_probs: bool
     supports_digit_probs: bool
     supports_stream: bool
+    parallel_calls: int
 
     def complete(
         self,

@@ -14,12 +14,19 @@ from tagql.errors import LLMOutputError, LLMUnavailable
 from tagql.llm.base import Completion, Message, Usage
 
 
+class EndpointDown(LLMUnavailable):
+    """The endpoint did not serve the request (nothing listens, it timed out, cut the connection, or still
+    answered 429/5xx after the retries); a pool of endpoints (:mod:`tagql.llm.pool`) asks another one.
+    A refused key or an unknown model stays a plain :class:`LLMUnavailable` (every endpoint would say so)."""
+
+
 class OpenAICompatLLM:
     # ``logprobs``/``top_logprobs`` of the first reply token (an endpoint without them answers choice_probs
     # with an LLMOutputError, and callers read generated replies from then on); no per-slot digit reading
     supports_choice_probs = True
     supports_digit_probs = False
     supports_stream = True  # "stream": true, server-sent deltas; closing the response stops the server
+    parallel_calls = 1  # one request at a time (a pool of endpoints, tagql.llm.pool, runs several)
 
     def __init__(
         self, base_url: str, model: str, *, api_key: str | None = None, temperature: float = 0.0,
@@ -55,20 +62,20 @@ class OpenAICompatLLM:
             try:
                 resp = self._client.post("/chat/completions", json=body)
             except httpx.TimeoutException as exc:
-                raise LLMUnavailable(
+                raise EndpointDown(
                     f"the LLM endpoint {self.base_url} did not answer within {self._client.timeout.read:g} s",
                     "check the server's load or raise TAGQL_LLM__REQUEST_TIMEOUT_S",
                 ) from exc
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
                 if last:
-                    raise LLMUnavailable(
+                    raise EndpointDown(
                         f"the LLM endpoint {self.base_url} closed the connection mid-response "
                         f"({exc.__class__.__name__}, {attempt + 1} tries)", "check the server's log",
                     ) from exc
                 time.sleep(self.retry_backoff_s * 2**attempt)
                 continue
             except httpx.TransportError as exc:
-                raise LLMUnavailable(
+                raise EndpointDown(
                     f"cannot reach the LLM endpoint {self.base_url}: {exc.__class__.__name__}",
                     "start the server or set TAGQL_LLM__BASE_URL",
                 ) from exc
@@ -107,11 +114,11 @@ class OpenAICompatLLM:
         tries = resp.extensions.get("tagql_tries")
         after = f" after {tries} tries" if tries else ""
         if resp.status_code == 429:
-            raise LLMUnavailable(f"the LLM endpoint {self.base_url} is rate-limiting requests (HTTP 429{after})",
+            raise EndpointDown(f"the LLM endpoint {self.base_url} is rate-limiting requests (HTTP 429{after})",
                                  "wait and ask again, or raise the endpoint's rate limit")
         if resp.status_code >= 400:
-            raise LLMUnavailable(
-                f"the LLM endpoint answered HTTP {resp.status_code}{after}: {_one_line(resp.text)!r}",
+            raise (EndpointDown if resp.status_code in self.RETRY_STATUSES else LLMUnavailable)(
+                f"the LLM endpoint {self.base_url} answered HTTP {resp.status_code}{after}: {_one_line(resp.text)!r}",
                 "check the server's log",
             )
         try:
@@ -258,10 +265,10 @@ def _stream_body(llm: OpenAICompatLLM, body: dict[str, Any], on_text: Callable[[
                     text += piece
                     on_text(piece)
     except httpx.TimeoutException as exc:
-        raise LLMUnavailable(f"the LLM endpoint {llm.base_url} stopped streaming for "
+        raise EndpointDown(f"the LLM endpoint {llm.base_url} stopped streaming for "
                              f"{llm._client.timeout.read:g} s", "check the server's load") from exc
     except httpx.ConnectError as exc:
-        raise LLMUnavailable(f"cannot reach the LLM endpoint {llm.base_url}: {exc.__class__.__name__}",
+        raise EndpointDown(f"cannot reach the LLM endpoint {llm.base_url}: {exc.__class__.__name__}",
                              "start the server or set TAGQL_LLM__BASE_URL") from exc
     except httpx.TransportError as exc:
         if not text and not last:  # cut before any text went out: nothing was shown, ask again

@@ -11,6 +11,7 @@ declares it (``supports_digit_probs`` / ``supports_choice_probs``); without them
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -25,8 +26,10 @@ class ScriptedLLM:
         self, replies: Iterable[str] | Callable[[list[Message]], str],
         digit_probs: Callable[[list[Message], int], list[list[float]]] | None = None,
         choice_probs: Callable[[list[Message], list[str]], list[float]] | None = None,
-        stream_s: float | None = None,
+        stream_s: float | None = None, parallel_calls: int = 1,
     ) -> None:
+        self.parallel_calls = parallel_calls  # >1: callers may call from that many threads at once
+        self._record_lock = threading.Lock()
         self.stream_s = stream_s
         self.supports_stream = stream_s is not None
         self.streamed: list[str] = []  # the pieces handed to on_text, across calls
@@ -63,14 +66,15 @@ class ScriptedLLM:
         grammar: str | None = None,
         stop: list[str] | None = None,
     ) -> Completion:
-        self.prompts.append(list(messages))
-        self.constraints.append(json_schema if json_schema is not None else grammar)
+        with self._record_lock:
+            self.prompts.append(list(messages))
+            self.constraints.append(json_schema if json_schema is not None else grammar)
+            if self._fn is None:
+                if not self._replies:
+                    raise AssertionError("ScriptedLLM ran out of replies")
+                text = self._replies.pop(0)
         if self._fn is not None:
             text = self._fn(messages)
-        elif self._replies:
-            text = self._replies.pop(0)
-        else:
-            raise AssertionError("ScriptedLLM ran out of replies")
         c = Completion(text, sum(len(m.content) // 4 for m in messages), len(text) // 4, 0.0)
         self.usage.add(c)
         return c

@@ -38,6 +38,7 @@ from tagql.errors import QueryFailed, TagqlError
 from tagql.tag.operators import OperatorError, SemEngine, fill, repair_braces, template_fields
 
 FUNCTIONS = ("LM_FILTER", "LM_MAP", "LM_SCORE", "LM_NUMBER")
+PREFETCH_MAX_INPUTS = 100_000  # distinct filter inputs judged up front at most (each one is an LM call anyway)
 _RETURNS = {"LM_FILTER": "BIGINT", "LM_MAP": "VARCHAR", "LM_SCORE": "BIGINT", "LM_NUMBER": "DOUBLE"}
 
 
@@ -193,17 +194,25 @@ def prefetch_filters(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
         source = select.args.get("from_") or select.args.get("from")
         if source is None:
             continue
-        probe = exp.select(*[a.copy() for a in args]).from_(source.this.copy())
+        # the distinct argument tuples and how many rows each stands for, counted by the database (GROUP BY):
+        # memory and transfer grow with the distinct inputs, not the rows (bench/tag/operator_scale.py)
+        probe = exp.select(*[a.copy() for a in args], exp.Count(this=exp.Star())).from_(source.this.copy())
         for j in select.args.get("joins") or []:
             probe = probe.join(j.copy())
         if plain:
             probe = probe.where(exp.and_(*[c.copy() for c in plain]))
+        probe = probe.group_by(*[a.copy() for a in args])
         try:
-            rows = db.execute(probe.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=1_000_000).rows
+            probed = db.execute(probe.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=PREFETCH_MAX_INPUTS)
         except TagqlError:  # outer references, dialect quirks: the statement itself decides
             continue
+        if probed.truncated:  # more distinct inputs than that: the statement's own calls decide
+            continue
+        rows = probed.rows
         instruction = repair_braces(instr.this)
-        counts = Counter(_bind(instruction, tuple(r), "LM_FILTER", engine) for r in rows)
+        counts: Counter[str] = Counter()
+        for *values, n in rows:
+            counts[_bind(instruction, tuple(values), "LM_FILTER", engine)] += int(n)
         known = engine.prejudged.setdefault(instruction, {})
         todo = [c for c in counts if c not in known]
         if todo:

@@ -10,10 +10,12 @@ import json
 import re
 import string
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tagql.db.connection import Result
 from tagql.embeddings import Embedder
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 PROMPTS = load_templates("tagql.tag.operators")
 
 Progress = Callable[[str, int, int], None]
+T = TypeVar("T")
+R = TypeVar("R")
 CASCADE_MODES = ("auto", "on", "off")
 
 
@@ -165,6 +169,7 @@ class EngineBase:
         cascade_sample: int = 16, cascade_min_inputs: int = 40,
         embedder: Embedder | Callable[[], Embedder] | None = None,
         glossary: Glossary | None = None, code_columns: Collection[str] = (), split: bool = True,
+        concurrency: int = 1,
     ) -> None:
         if cascade not in CASCADE_MODES:
             raise TagqlError(f"unknown cascade mode {cascade!r}", f"use one of: {', '.join(CASCADE_MODES)}")
@@ -192,6 +197,10 @@ class EngineBase:
         self._gloss_asked: set[tuple[str, str]] = set()
         self.stats = EngineStats()
         self.pending_error: BaseException | None = None  # set by SQL UDFs (sqlite swallows exceptions)
+        # calls of one operator run at once, from threads: the LLM's parallel_calls (a pool of servers);
+        # 1 = one after the other (the in-process model)
+        self.concurrency = max(1, concurrency)
+        self._calls_lock = threading.Lock()
 
     def fill(self, instruction: str, values: dict[str, Any]) -> str:
         """:func:`fill` with this engine's value glossary: every operator fills inputs through here."""
@@ -243,17 +252,44 @@ class EngineBase:
         if hit is not None:
             self.stats.cache_hits += 1
             return hit
-        if self.stats.lm_calls >= self.max_calls:
-            raise LMCallLimitExceeded(
-                f"stopped after {self.max_calls} LM calls for this question ({kind} on {instruction!r})",
-                "narrow the question, filter with SQL first, or raise TAGQL_TAG__MAX_LM_CALLS",
-            )
-        self.stats.lm_calls += 1
+        with self._calls_lock:
+            if self.stats.lm_calls >= self.max_calls:
+                raise LMCallLimitExceeded(
+                    f"stopped after {self.max_calls} LM calls for this question ({kind} on {instruction!r})",
+                    "narrow the question, filter with SQL first, or raise TAGQL_TAG__MAX_LM_CALLS",
+                )
+            self.stats.lm_calls += 1
         t0 = time.perf_counter()
         text = produce()
-        self.stats.seconds += time.perf_counter() - t0
+        with self._calls_lock:
+            self.stats.seconds += time.perf_counter() - t0
         self.cache.put(key, text)
         return text
+
+    def _each(self, op: str, items: Sequence[T], fn: Callable[[T], R]) -> list[R]:
+        """``[fn(item) for item in items]``, ticking progress per item; with ``concurrency > 1`` up to that
+        many at once (threads: each ``fn`` is a cached LM call, the LLM a pool of servers). The first error
+        stops it: calls not started are dropped, calls in flight finish (and are cached), then it raises."""
+        if self.concurrency == 1 or len(items) < 2:
+            out = []
+            for i, item in enumerate(items):
+                out.append(fn(item))
+                self._tick(op, i + 1, len(items))
+            return out
+        results: list[Any] = [None] * len(items)
+        done = 0
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)), thread_name_prefix="tagql-op") as pool:
+            futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
+            try:
+                for fut in as_completed(futures):
+                    results[futures[fut]] = fut.result()
+                    done += 1
+                    self._tick(op, done, len(items))
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+        return results
 
     def _chunks(self, op: str, items: list[str], size: int) -> Iterator[list[str]]:
         """``items`` in chunks of ``size``, ticking progress after each chunk."""

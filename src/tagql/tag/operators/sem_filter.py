@@ -125,21 +125,21 @@ class FilterEngine(EngineBase):
 
     def _judge_generated(self, instruction: str, claims: list[str], op: str) -> list[bool]:
         """Each claim's generated (grammar-forced) yes/no, through the cache."""
-        out: list[bool] = []
-        for chunk in self._chunks(op, claims, self.batch_size):
+        def judge(chunk: list[str]) -> list[bool]:
             if len(chunk) == 1 and self.batch_size == 1:
                 text = self.call(
                     "filter", instruction, chunk[0], judge_messages(chunk[0]), max_tokens=2, grammar=YES_NO_GRAMMAR,
                 )
-                out.append(_parse_bool(text, chunk[0]))
-                continue
+                return [_parse_bool(text, chunk[0])]
             answers = self._numbered_batch(
                 "filter_batch", instruction, JUDGE_SYSTEM, chunk, tag="statement",
                 rule=PROMPTS["yes_no_rule"],
                 value=r"yes|no", what="yes/no", noun="statement", ask=PROMPTS["judge_batch_ask"],
             )
-            out.extend(a == "yes" for a in answers)
-        return out
+            return [a == "yes" for a in answers]
+
+        chunks = [claims[i: i + self.batch_size] for i in range(0, len(claims), self.batch_size)]
+        return [v for got in self._each(op, chunks, judge) for v in got]
 
     def _yes_probs_fn(self) -> Callable[..., list[float]] | None:
         """The LM's ``choice_probs`` when filters split verdicts over P(yes): the LM declares token
@@ -155,17 +155,17 @@ class FilterEngine(EngineBase):
         fn = self._yes_probs_fn()
         if fn is None:
             return None
-        out: list[float] = []
-        for chunk in self._chunks(op, claims, 1):
-            def p_yes(claim: str = chunk[0]) -> str:
+        def one(claim: str) -> float:
+            def p_yes() -> str:
                 p = fn(judge_messages(claim), YES_NO_CHOICES)
                 return f"{p[0] + p[1]:.6f}"
-            try:
-                out.append(float(self._cached("filter_p", instruction, chunk[0], p_yes)))
-            except LLMOutputError:  # an endpoint without log-probabilities: generated yes/no from now on
-                self.split = False
-                return None
-        return out
+            return float(self._cached("filter_p", instruction, claim, p_yes))
+
+        try:
+            return self._each(op, claims, one)
+        except LLMOutputError:  # an endpoint without log-probabilities: generated yes/no from now on
+            self.split = False
+            return None
 
 
 class FilterTable(TableBase):

@@ -48,15 +48,14 @@ def _scaled_number(text: str) -> float | None:
 class MapEngine(EngineBase):
     def map_many(self, instruction: str, items: list[str], *, max_tokens: int = 48) -> list[str]:
         sys_text = PROMPTS.render("map_system", instruction=instruction)
-        out: list[str] = []
-        for i, item in enumerate(items):
+        def one(item: str) -> str:
             text = self.call(
                 "map", instruction, item,
                 [system(sys_text), user(PROMPTS.render("map_user", record=item))], max_tokens=max_tokens,
             )
-            out.append(text.strip().splitlines()[0].strip() if text.strip() else "")
-            self._tick("map", i + 1, len(items))
-        return out
+            return text.strip().splitlines()[0].strip() if text.strip() else ""
+
+        return self._each("map", items, one)
 
     def number_many(self, instruction: str, items: list[str], *, style: str = "scaled") -> list[float | None]:
         """One number per item (``LM_NUMBER``: a year, a population, a month's number), constrained so the
@@ -72,14 +71,13 @@ class MapEngine(EngineBase):
         sys_text = PROMPTS.render("number_system", instruction=instruction,
                                   reply=PROMPTS["number_reply_plain" if plain else "number_reply_scaled"])
         schema = {"type": "number"} if plain else _SCALED_NUMBER
-        out: list[float | None] = []
-        for i, item in enumerate(items):
+        def one(item: str) -> float | None:
             text = self.call("number" if plain else "number_scaled", instruction, item,
                              [system(sys_text), user(PROMPTS.render("number_user", record=item))],
                              max_tokens=16 if plain else 40, json_schema=schema)
-            out.append(_plain_number(text) if plain else _scaled_number(text))
-            self._tick("number", i + 1, len(items))
-        return out
+            return _plain_number(text) if plain else _scaled_number(text)
+
+        return self._each("number", items, one)
 
 
 class MapTable(TableBase):
