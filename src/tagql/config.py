@@ -115,6 +115,10 @@ class TagSettings(BaseModel):
     max_lm_calls: int = 200  # per question; exceeding it stops with a clear error
     batch_size: int = 1  # rows per LM call for filter/map (1 = one grammar-constrained call per distinct row)
     cache: bool = True  # persistent operator cache under cache_dir/tag_cache.sqlite
+    # the operator cache in a shared database instead of the file: a SQLAlchemy URL of a tagql state store
+    # (its tag_ops table), so service replicas and re-runs elsewhere share LM verdicts; `tagql serve` with
+    # service.tag_cache = "state" sets it to service.state_url
+    cache_url: str = ""
     agg_chunk_chars: int = 4000  # hierarchical aggregation: characters of rows per summarised chunk
     udf_timeout_s: float = 600.0  # statement timeout for SQL that calls LM functions
     plan_exemplars: int = 2  # solved plans of the most similar questions shown with each plan prompt (0: none)
@@ -158,6 +162,9 @@ class ServiceSettings(BaseModel):
     # where the registered databases' statements live: "files" = <knowledge_dir>/<name>.kb (shared with
     # `tagql knowledge`), "state" = the state store's tables (replicas share them; seeded once from the file)
     knowledge: Literal["files", "state"] = "files"
+    # where LM operator verdicts are cached: "files" = tag.cache_url or <cache_dir>/tag_cache.sqlite per host,
+    # "state" = the state store's tag_ops table (replicas share every verdict)
+    tag_cache: Literal["files", "state"] = "files"
     queue_size: int = 8  # questions waiting for or running on the model; one more gets 429
     workers: int = 1  # questions answered at once (1 for the embedded model; more for an endpoint)
     retry_after_s: int = 5  # the Retry-After a 429 carries

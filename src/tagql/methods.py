@@ -36,7 +36,7 @@ from tagql.models import Plan as PlanModel
 from tagql.pipeline import TagQL, clean_question
 from tagql.tag import tag_prompts
 from tagql.text2sql.answer import format_data_points, json_value, result_values
-from tagql.tag.cache import OpCache
+from tagql.tag.cache import OpCache, open_op_cache
 from tagql.tag.operators import LMCallLimitExceeded, OperatorError, SemEngine, SemTable
 from tagql.tag.plan import Plan, PlanError, Planner, run_plan
 from tagql.text import ALNUM, LETTERS, stems, word_tokens
@@ -113,7 +113,8 @@ def is_aggregation(question: str) -> bool:
 
 def make_engine(session: TagQL, *, progress: Any = None) -> SemEngine:
     s = session.settings.tag
-    cache = OpCache(Path(session.settings.cache_dir) / "tag_cache.sqlite") if s.cache else OpCache(None)
+    cache = (open_op_cache(s.cache_url, Path(session.settings.cache_dir) / "tag_cache.sqlite") if s.cache
+             else OpCache(None))
     glossary = glossary_of(session.knowledge)
     return SemEngine(session.llm, cache=cache, max_calls=s.max_lm_calls, batch_size=s.batch_size,
                      progress=progress, agg_chunk_chars=s.agg_chunk_chars, cascade=s.cascade,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -103,6 +104,12 @@ class Database:
             result.notes.append(f"result cut at the row cap of {cap} rows (raise TAGQL_DB__ROW_CAP to see more)")
         return result
 
+    def stream(self, sql: str, *, chunk_rows: int = 5000, timeout_s: float | None = None) -> RowStream:
+        """The rows of one read-only query in chunks, never the whole result in memory on PostgreSQL (a
+        server-side cursor; other engines: :meth:`execute`'s rows under the row cap, in chunks). Use as
+        ``with db.stream(sql) as rows: for chunk in rows: ...``; same checks and timeout as :meth:`execute`."""
+        return RowStream(self, sql, chunk_rows, self.settings.statement_timeout_s if timeout_s is None else timeout_s)
+
     def _translate(self, exc: BaseException, timeout: float) -> Exception:
         text = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         low = text.lower()
@@ -129,6 +136,51 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+class RowStream:
+    """Chunks of one query's rows (see :meth:`Database.stream`): ``columns`` once the first chunk arrived,
+    ``fetches`` the round trips that fetched rows, ``rows`` the rows handed out so far."""
+
+    def __init__(self, db: Database, sql: str, chunk_rows: int, timeout: float) -> None:
+        self.db, self.sql, self.chunk_rows, self.timeout = db, sql, max(1, chunk_rows), timeout
+        self.columns: list[str] = []
+        self.fetches = 0
+        self.rows = 0
+        self._conn: Any = None
+
+    def __enter__(self) -> RowStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _fetched(self, n: int) -> None:
+        self.fetches += 1
+
+    def __iter__(self) -> Iterator[list[tuple[Any, ...]]]:
+        db = self.db
+        check_bounds(self.sql, db.dialect)
+        db.backend.check_statement(self.sql)
+        self._conn = db.engine.connect()
+        try:
+            raw = self._conn.connection.dbapi_connection
+            for columns, chunk in db.backend.stream(db, raw, self.sql, self.timeout, self.chunk_rows, self._fetched):
+                self.columns = columns
+                self.rows += len(chunk)
+                if chunk:
+                    yield chunk
+        except QueryTimeout:
+            raise
+        except (sqlite3.Error, DBAPIError, db._driver_error) as exc:
+            raise db._translate(exc, self.timeout) from exc
+        finally:
+            self.close()
 
 
 def open_database(

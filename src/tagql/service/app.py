@@ -255,6 +255,8 @@ def create_app(settings: Settings | None = None, *, llm: str | LLM | None = None
     if not is_loopback(host) and not store.has_tokens():
         raise ServiceError(f"refusing to serve on {host} without tokens",
                            "create one with: tagql token create NAME --role admin (or bind to 127.0.0.1)")
+    if conf.tag_cache == "state" and settings.tag.cache_url != store.url:  # operator verdicts in the state store
+        settings = settings.model_copy(update={"tag": settings.tag.model_copy(update={"cache_url": store.url})})
     registry = registry or Registry(settings, databases=conf.databases, collections=conf.collections, llm=llm,
                                     knowledge_engine=store.engine if conf.knowledge == "state" else None)
     for session in registry.sessions.values():  # verified examples reach the SQL prompt, read at each question

@@ -135,6 +135,12 @@ def _knowledge_tables(conn: sa.Connection) -> None:
     create_tables(conn)
 
 
+def _tag_cache_tables(conn: sa.Connection) -> None:
+    from tagql.tag.cache import create_tables
+
+    create_tables(conn)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     (1, "tokens, answers, feedback, verified examples", _create(tokens, answers, feedback, verified_examples)),
     (2, "review history of knowledge statements", _create(reviews)),
@@ -142,6 +148,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     (4, "unresolved expressions: domain phrases no statement matched, from failed, empty or wrong answers",
      _create(unresolved)),
     (5, "knowledge statements shared by replicas (service.knowledge = 'state')", _knowledge_tables),
+    (6, "LM operator verdicts shared by replicas (service.tag_cache = 'state')", _tag_cache_tables),
 ]
 """(version, what it does, how). Append; never edit an applied one."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from tagql.errors import QueryFailed
@@ -73,6 +74,16 @@ class Dialect:
             finally:
                 cur.close()
         return columns, [tuple(r) for r in rows[:cap]], len(rows) > cap
+
+    def stream(self, db: Database, raw: Any, sql: str, timeout: float, chunk_rows: int,
+               on_fetch: Any) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        """(columns, a chunk of at most ``chunk_rows`` rows) until the result ends. Generic: the rows of
+        :meth:`run` under the database's row cap, cut into chunks (PostgreSQL streams from a server-side
+        cursor instead). ``on_fetch(n)`` hears each fetch from the server."""
+        columns, rows, _ = self.run(db, raw, sql, timeout, db.settings.row_cap)
+        on_fetch(len(rows))
+        for start in range(0, max(len(rows), 1), chunk_rows):
+            yield columns, rows[start: start + chunk_rows]
 
     def begin_read_only(self, cur: Any, timeout_ms: int) -> None:
         """Start the read-only transaction with its statement timeout (generic: nothing to say)."""

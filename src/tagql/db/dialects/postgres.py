@@ -20,10 +20,12 @@
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from tagql.db.dialects.base import Dialect, Rows
-from tagql.errors import UnsafeQuery, UnsafeRole
+from tagql.errors import QueryTimeout, UnsafeQuery, UnsafeRole
 
 if TYPE_CHECKING:
     from tagql.db.connection import Database
@@ -174,6 +176,42 @@ class PostgreSQL(Dialect):
             except Exception:  # a broken connection: the pool replaces it (pool_pre_ping)
                 raw.close()
         return columns, rows[:cap], len(rows) > cap
+
+
+    def stream(self, db: Database, raw: Any, sql: str, timeout: float, chunk_rows: int,
+               on_fetch: Any) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        """A server-side cursor (``DECLARE ... CURSOR`` in a READ ONLY transaction, then ``FETCH FORWARD
+        chunk_rows`` per chunk): client memory holds one chunk, whatever the result's size. Each fetch runs
+        under the statement timeout; the whole stream under ``timeout`` too (checked between fetches)."""
+        if self._volatile is None:
+            self._load_volatile(raw)
+            self.check_statement(sql)
+        ms = max(1, int(timeout * 1000))
+        deadline = time.monotonic() + timeout
+        try:
+            with raw.cursor() as cur:
+                cur.execute(f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {ms}")
+            with raw.cursor(name=f"tagql_stream_{id(raw):x}", withhold=False) as cur:
+                cur.itersize = chunk_rows
+                cur.execute(sql)
+                columns = [d[0] for d in (cur.description or [])]
+                while True:
+                    if time.monotonic() > deadline:
+                        raise QueryTimeout(f"query stopped after the {timeout:g} s statement timeout",
+                                           "simplify the question or raise TAGQL_DB__STATEMENT_TIMEOUT_S")
+                    rows = cur.fetchmany(chunk_rows)
+                    on_fetch(len(rows))
+                    if not rows:
+                        yield columns, []  # the columns of an empty result
+                        break
+                    yield columns, [tuple(r) for r in rows]
+                    if len(rows) < chunk_rows:
+                        break
+        finally:
+            try:
+                reset(raw)
+            except Exception:  # a broken connection: the pool replaces it (pool_pre_ping)
+                raw.close()
 
 
 def _chunk(cap: int) -> int:
