@@ -32,11 +32,12 @@ MAP = "the continent of {country}"
 
 
 def run_pass(llm: Any) -> dict[str, Any]:
+    from tagql.llm.base import parallel_calls
     from tagql.tag.cache import OpCache
     from tagql.tag.operators import SemEngine, SemTable
 
     engine = SemEngine(llm, cache=OpCache(None), cascade="off", max_calls=1000,
-                       concurrency=getattr(llm, "parallel_calls", 1))
+                       concurrency=parallel_calls(llm))
     table = SemTable(["country"], [(c,) for c in NAMES], engine)
     out: dict[str, Any] = {}
     t0 = time.perf_counter()

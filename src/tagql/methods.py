@@ -30,7 +30,7 @@ from tagql.db.connection import Database, Result
 from tagql.embeddings import Embedder
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError
 from tagql.knowledge.glossary import code_columns, glossary_of
-from tagql.llm.base import system, user
+from tagql.llm.base import parallel_calls, system, user
 from tagql.models import Answer, Attempt, Statement
 from tagql.models import Plan as PlanModel
 from tagql.pipeline import TagQL, clean_question
@@ -121,7 +121,7 @@ def make_engine(session: TagQL, *, progress: Any = None) -> SemEngine:
                      cascade_sample=s.cascade_sample, cascade_min_inputs=s.cascade_min_inputs,
                      glossary=glossary, code_columns=code_columns(glossary, session.db) if glossary else (),
                      split=s.split_verdicts, embedder=lambda: session.embedder,
-                     concurrency=getattr(session.llm, "parallel_calls", 1))  # an LLM of before parallel_calls: serial
+                     concurrency=parallel_calls(session.llm))
 
 
 def parse_list(text: str) -> list[Any]:

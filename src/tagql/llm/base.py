@@ -81,9 +81,10 @@ class LLM(Protocol):
       raised by ``on_text`` stops the generation at once and propagates (:class:`Streams`; answer tokens
       over SSE, and stopping the model when the client goes away).
 
-    ``parallel_calls`` is how many calls the backend serves at once from different threads: 1 for one model
-    in this process or one endpoint (calls wait for each other), ``concurrency`` x endpoints for a pool of
-    servers (:mod:`tagql.llm.pool`); the LM operators run that many of their calls at once.
+    ``parallel_calls`` (optional; absent means 1) is how many calls the backend serves at once from
+    different threads: 1 for one model in this process or one endpoint (calls wait for each other),
+    ``concurrency`` x endpoints for a pool of servers (:mod:`tagql.llm.pool`); the LM operators run that
+    many of their calls at once (:func:`parallel_calls`).
     """
 
     name: str
@@ -91,7 +92,6 @@ class LLM(Protocol):
     supports_choice_probs: bool
     supports_digit_probs: bool
     supports_stream: bool
-    parallel_calls: int
 
     def complete(
         self,
@@ -131,3 +131,8 @@ class Streams(Protocol):
 
     def stream(self, messages: list[Message], *, on_text: Callable[[str], None], max_tokens: int = 256,
                stop: list[str] | None = None) -> Completion: ...
+
+
+def parallel_calls(llm: object) -> int:
+    """How many calls ``llm`` serves at once: its ``parallel_calls`` (a pool of servers), else 1."""
+    return max(1, int(getattr(llm, "parallel_calls", 1)))

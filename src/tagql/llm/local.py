@@ -348,7 +348,6 @@ class LocalLLM:
     supports_choice_probs = True  # token probabilities straight from the logits
     supports_digit_probs = True
     supports_stream = True  # text handed out after every decoding step; a raising callback stops there
-    parallel_calls = 1  # one llama.cpp context: calls run one after the other
 
     def __init__(
         self, model_path: Path, *, n_ctx: int = 8192, n_threads: int | None = None, seed: int = 0,
