@@ -70,13 +70,22 @@ def database_path(name: str) -> Path:
     return DATA / "bird" / "dev_databases" / name / f"{name}.sqlite"
 
 
+TRAIN_ANSWERABLE = 60  # BIRD train questions in the mix (seeded subset; dev and test: all)
+VARIANTS = ("answerable", "answerable_missing")  # the yes/no prompts compared (prompts.toml)
+
+
 def answerable_questions() -> list[dict]:
+    """The BIRD questions of the three databases: all of dev and test, a seed-36 sample of
+    :data:`TRAIN_ANSWERABLE` train questions."""
     from bench.ask.bird_split import load_split
 
     part_of = load_split()
     bird = json.loads((DATA / "bird" / "dev.json").read_text())
-    return [{"database": q["db_id"], "question": q["question"], "question_id": q["question_id"],
-             "split": part_of[q["question_id"]], "kind": "answerable"} for q in bird if q["db_id"] in DBS]
+    qs = [{"database": q["db_id"], "question": q["question"], "question_id": q["question_id"],
+           "split": part_of[q["question_id"]], "kind": "answerable"} for q in bird if q["db_id"] in DBS]
+    train = [q for q in qs if q["split"] == "train"]
+    keep = {q["question_id"] for q in random.Random(SEED).sample(train, TRAIN_ANSWERABLE)}
+    return [q for q in qs if q["split"] != "train" or q["question_id"] in keep]
 
 
 def key(q: dict) -> str:
@@ -108,12 +117,14 @@ def signals(out_jsonl: Path, limit_s: float) -> None:
             system_message = QuerySynthesizer(db, llm).system_message()
             vocab = database_vocabulary(db)
             for q in qs:
-                t0 = time.perf_counter()
-                p = answerable_probability(llm, system_message, q["question"])
+                p, secs = {}, {}
+                for variant in VARIANTS:
+                    t0 = time.perf_counter()
+                    p[variant] = answerable_probability(llm, system_message, q["question"], variant=variant)
+                    secs[variant] = round(time.perf_counter() - t0, 3)
                 rec = {"key": key(q), "database": name, "kind": q["kind"], "split": q["split"],
                        "question": q["question"], "question_id": q.get("question_id"),
-                       "uncovered": uncovered_terms(q["question"], vocab), "p_yes": p,
-                       "check_s": round(time.perf_counter() - t0, 3)}
+                       "uncovered": uncovered_terms(q["question"], vocab), "p": p, "check_s": secs}
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
                 if time.perf_counter() - start > limit_s:
@@ -121,20 +132,28 @@ def signals(out_jsonl: Path, limit_s: float) -> None:
                     return
 
 
-def grid() -> list:
+def grid() -> list[tuple[str, object]]:
+    """(signal, thresholds): each yes/no prompt with coverage, and coverage alone (a model without
+    probabilities)."""
     from tagql.text2sql.abstain import Thresholds
 
-    ps = [0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5]
-    return [Thresholds(p_alone=a, p_with_gap=b, min_uncovered=m)
-            for a in ps for b in [*ps, 0.6, 0.7, 0.8, 0.9] if b >= a for m in (1, 2, 3)]
+    ps = [0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
+    out: list[tuple[str, object]] = [(v, Thresholds(p_alone=a, p_with_gap=b, min_uncovered=m, coverage_alone=c))
+                                     for v in VARIANTS for a in ps for b in ps if b >= a for m in (1, 2, 3)
+                                     for c in (0, 2, 3)]
+    return out + [("coverage", Thresholds(coverage_alone=m)) for m in (1, 2, 3, 4)]
 
 
-def score(records: list[dict], th) -> dict:
+def abstains(r: dict, th, variant: str) -> bool:
     from tagql.text2sql.abstain import decide
 
+    return decide(None if variant == "coverage" else r["p"][variant], r["uncovered"], th).abstain
+
+
+def score(records: list[dict], th, variant: str) -> dict:
     tp = fp = fn = 0
     for r in records:
-        abstain = decide(r["p_yes"], r["uncovered"], th).abstain
+        abstain = abstains(r, th, variant)
         unanswerable = r["kind"] != "answerable"
         tp += abstain and unanswerable
         fp += abstain and not unanswerable
@@ -148,13 +167,13 @@ def fit(records: list[dict]):
     """The thresholds with the highest recall at precision >= 0.90 on ``records`` (ties: fewer false
     abstentions, then the more conservative thresholds)."""
     best, best_key = None, None
-    for th in grid():
-        s = score(records, th)
+    for variant, th in grid():
+        s = score(records, th, variant)
         if s["precision"] < 0.90:
             continue
-        k = (s["recall"], -s["fp"], -th.p_with_gap, -th.p_alone, th.min_uncovered)
+        k = (s["recall"], -s["fp"], -th.p_with_gap, -th.p_alone, th.min_uncovered, -th.coverage_alone)
         if best_key is None or k > best_key:
-            best, best_key = th, k
+            best, best_key = (variant, th), k
     return best
 
 
@@ -163,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--split-check", action="store_true", help="check the committed split is the seed-36 split")
     ap.add_argument("--signals", action="store_true", help="compute the signals with the real model (resumable)")
     ap.add_argument("--limit-s", type=float, default=840, help="stop --signals after this many seconds")
-    ap.add_argument("--records", default=str(common.result_path("ask", "abstention_signals")) + ".jsonl")
+    ap.add_argument("--records", default=str(common.RESULTS / "ask" / "abstention_signals.jsonl"))
     ap.add_argument("--bird", nargs="*", default=[], help="bench.ask.bird result files (EX without abstention)")
     ap.add_argument("--out", default=str(common.result_path("ask", "abstention")))
     args = ap.parse_args(argv)
@@ -186,49 +205,60 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def report(records: list[dict], bird_files: list[str], out: str, run, console: Console) -> None:
-    from tagql.text2sql.abstain import Thresholds, decide
+    from tagql.config import AnswerSettings
+    from tagql.db import open_database
+    from tagql.text2sql.abstain import Thresholds, database_vocabulary, uncovered_terms
 
+    vocab = {name: database_vocabulary(open_database(database_path(name))) for name in {r["database"] for r in records}}
+    for r in records:  # today's coverage check (free), beside the recorded probabilities
+        r["uncovered"] = uncovered_terms(r["question"], vocab[r["database"]])
     by_split = defaultdict(list)
     for r in records:
         by_split[r["split"]].append(r)
     fitted = fit(by_split["train"] + by_split["dev"])
-    default = Thresholds()
+    a = AnswerSettings()
+    default = ("answerable", Thresholds(p_alone=a.abstain_p_alone, p_with_gap=a.abstain_p_with_gap,
+                                        min_uncovered=a.abstain_min_uncovered))
     correct: dict[int, bool] = {}
     for path in bird_files:
         for r in json.loads(Path(path).read_text())["records"]:
             if r["condition"] == "none":
                 correct[r["question_id"]] = bool(r["correct"])
     table = Table(title="honest abstention (unanswerable set + answerable BIRD questions of the same split)")
-    for col in ("thresholds", "split", "unanswerable", "answerable", "precision", "recall", "false abstentions",
+    for col in ("decision", "split", "unanswerable", "answerable", "precision", "recall", "false abstentions",
                 "EX without", "EX with", "n EX"):
         table.add_column(col, justify="right")
     summary: dict[str, dict] = {}
-    for name, th in (("fitted", fitted), ("default", default)):
-        if th is None:
+    for name, choice in (("fitted", fitted), ("tagql default", default)):
+        if choice is None:
             continue
+        variant, th = choice
         for split in ("train", "dev", "test"):
             rs = by_split[split]
-            s = score(rs, th)
+            s = score(rs, th, variant)
             ans = [r for r in rs if r["kind"] == "answerable"]
             with_ex = [r for r in ans if r["question_id"] in correct]
             ex_without = sum(correct[r["question_id"]] for r in with_ex) / len(with_ex) if with_ex else None
-            ex_with = (sum(correct[r["question_id"]] and not decide(r["p_yes"], r["uncovered"], th).abstain
-                           for r in with_ex) / len(with_ex)) if with_ex else None
+            ex_with = (sum(correct[r["question_id"]] and not abstains(r, th, variant) for r in with_ex)
+                       / len(with_ex)) if with_ex else None
             per_kind = {}
             for kind in sorted({r["kind"] for r in rs} - {"answerable"}):
                 kr = [r for r in rs if r["kind"] == kind]
-                per_kind[kind] = sum(decide(r["p_yes"], r["uncovered"], th).abstain for r in kr) / len(kr)
+                per_kind[kind] = round(sum(abstains(r, th, variant) for r in kr) / len(kr), 3)
+            refused = [r["question"] for r in ans if abstains(r, th, variant)]
             summary[f"{name}/{split}"] = {**s, "n_unanswerable": len(rs) - len(ans), "n_answerable": len(ans),
                                           "ex_without": ex_without, "ex_with": ex_with, "n_ex": len(with_ex),
-                                          "recall_by_kind": per_kind}
+                                          "recall_by_kind": per_kind, "refused_answerable": refused}
             table.add_row(name, split, str(len(rs) - len(ans)), str(len(ans)), f"{s['precision']:.3f}",
                           f"{s['recall']:.3f}", str(s["fp"]), "-" if ex_without is None else f"{ex_without:.3f}",
                           "-" if ex_with is None else f"{ex_with:.3f}", str(len(with_ex)))
     console.print(table)
-    console.print(f"fitted on train+dev: {fitted}; default in tagql: {default}")
-    checks = [r["check_s"] for r in records if r.get("p_yes") is not None]
-    run.save(out, {"fitted": vars(fitted) if fitted else None, "default": vars(default), "summary": summary,
-                   "check_s_median": sorted(checks)[len(checks) // 2] if checks else None,
+    console.print(f"fitted on train+dev: {fitted}; tagql's default: {default}")
+    secs = sorted(t for r in records for t in r.get("check_s", {}).values() if isinstance(r.get("check_s"), dict))
+    run.save(out, {"fitted": {"signal": fitted[0], **vars(fitted[1])} if fitted else None,
+                   "default": {"signal": default[0], **vars(default[1])}, "summary": summary,
+                   "check_s_median": secs[len(secs) // 2] if secs else None,
+                   "train_answerable": f"seed-{SEED} sample of {TRAIN_ANSWERABLE} BIRD train questions",
                    "bird_records": bird_files, "records": records})
     console.print(f"wrote {out}")
 

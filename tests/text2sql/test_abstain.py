@@ -57,6 +57,18 @@ def test_uncovered_terms_name_what_the_schema_lacks(club) -> None:
     assert uncovered_terms("List the first names of the presidents.", vocab) == []
 
 
+def test_measures_misspellings_and_names(club) -> None:
+    vocab = schema_vocabulary(club.schema)
+    assert vocab.covers("large") and not vocab.covers("tallest")  # no height column here
+    vocab.add("height_cm")
+    assert vocab.covers("tallest") and vocab.covers("shortest")  # a measure under another name
+    assert vocab.covers("presidnet") and not vocab.covers("sise")  # a long word misspelt; not a short one
+    vocab.add("intelligence")
+    assert vocab.covers("intellegence") and not vocab.covers("intelligences_and_more")
+    vocab.add_name("Ages Brookside")  # a many-valued column's value: covers a capitalised word only
+    assert not vocab.covers("ages") and vocab.covers("ages", capitalised=True)
+
+
 def test_stored_values_and_statements_count_as_covered(club) -> None:
     import copy
 
@@ -82,8 +94,21 @@ def test_answerable_probability_asks_after_the_sql_system_message(club) -> None:
     assert answerable_probability(llm, system_message, "What is the weather in Paris?") == pytest.approx(0.03)
     seen = llm.prompts[-1]
     assert seen[0] == system_message  # the schema prefix the SQL prompt evaluated already
-    assert "What is the weather in Paris?" in seen[1].content and "yes or no" in seen[1].content
+    assert "What is the weather in Paris?" in seen[1].content and "Answerable:" in seen[1].content
     assert answerable_messages(system_message, "q")[0] is system_message
+
+
+def test_the_prompt_shows_worked_examples_and_the_other_way_round_reads_p_no(club) -> None:
+    llm = ScriptedLLM([], choice_probs=probs(0.2))
+    system_message = Message("system", "schema")
+    assert answerable_probability(llm, system_message, "q?") == pytest.approx(0.2)
+    assert "Answerable: no (" in llm.prompts[-1][1].content  # few-shot: the bare question got "yes" always
+    assert llm.prompts[-1][1].content.endswith("Question: q?\nAnswerable:")
+    # asked whether something is missing, P(yes) = 0.2 means P(answerable) = P(no) = 0.8
+    assert answerable_probability(llm, system_message, "q?", variant="answerable_missing") == pytest.approx(0.8)
+    assert "not stored in any table" in llm.prompts[-1][1].content
+    with pytest.raises(ValueError):
+        answerable_probability(llm, system_message, "q?", variant="nope")
 
 
 def test_without_token_probabilities_there_is_no_probability(club) -> None:
@@ -110,6 +135,8 @@ def test_decide_without_probability_uses_coverage_only_when_configured() -> None
     assert not decide(None, ["salary", "bonus"], Thresholds()).abstain  # default: never on coverage alone
     th = Thresholds(coverage_alone=2)
     assert decide(None, ["salary", "bonus"], th).abstain and not decide(None, ["salary"], th).abstain
+    # with a probability too: enough unmatched words abstain even when the model says it can answer
+    assert decide(0.99, ["salary", "bonus"], th).abstain and not decide(0.99, ["salary"], th).abstain
 
 
 # -- the pipeline and the Answer ---------------------------------------------------------------------------
@@ -150,7 +177,7 @@ def test_off_by_default_and_then_no_check_and_the_same_prompts(club) -> None:
     llm = ScriptedLLM(lambda m: sql if "CREATE TABLE" in m[0].content else "2.", choice_probs=choice)
     a = TagQL(club, llm, settings=_settings(False)).ask("What is the weather in Paris?")
     assert not a.abstained and asked == [] and a.sql == sql
-    assert all("yes or no" not in m.content for p in llm.prompts for m in p)
+    assert all("Answerable:" not in m.content for p in llm.prompts for m in p)
 
 
 def test_a_follow_up_is_not_judged_on_its_own(club) -> None:

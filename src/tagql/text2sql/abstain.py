@@ -19,6 +19,7 @@ with ``bench/ask/abstention.py``; docs/text2sql.md has the figures).
 
 from __future__ import annotations
 
+import difflib
 import re
 import weakref
 from collections.abc import Iterable, Sequence
@@ -47,7 +48,24 @@ QUESTION_WORDS = frozenset("""
     rank ranked sort sorted including include includes contain contains containing with without whether
     yes true false null empty other others another also only just exactly approximately about
     full detail details information info id ids code codes status item items thing things people person
+    write indicate answer decimal decimals place places consist consists consisted comprise comprises form
+    formed numerous account accounted alphabetical alphabetically mention mentioned involve involved majority
+    combination composition associate associated enumerate determine name named having contain contained
+    present presenting said called use used related relate belong belongs able went allowed happening
+    common popular popularity frequent frequently often usual usually
     """.split())
+
+# words that name a measure under another name: covered when the schema has one of its names
+MEASURES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys("tall taller tallest short shorter shortest".split(), ("height",)),
+    **dict.fromkeys("heavy heavier heaviest weigh weighs weighed weighing".split(), ("weight",)),
+    **dict.fromkeys("fast faster fastest slow slower slowest quick quickest".split(), ("speed",)),
+    **dict.fromkeys("strong stronger strongest weak weaker weakest".split(), ("strength",)),
+    **dict.fromkeys("smart smarter smartest dumb dumber dumbest intelligent clever".split(), ("intelligence",)),
+    **dict.fromkeys("old older oldest young younger youngest".split(), ("age", "birth", "born", "birthday")),
+    **dict.fromkeys("expensive cheap cheaper cheapest pay pays paid buy buys bought spend usd dollar dollars "
+                    "price priced".split(), ("cost", "amount", "spent", "price")),
+}
 
 ABSTAIN_SENTENCE = "This database ({database}) does not hold that"
 
@@ -63,19 +81,36 @@ class Vocabulary:
     """The stems a database names: its name, tables, columns, descriptions, sample and stored text values."""
 
     stems: set[str] = field(default_factory=set)
+    words: set[str] = field(default_factory=set)  # as written, lower case (for misspellings)
+    names: set[str] = field(default_factory=set)  # stems of many-valued columns' values (people, cities)
 
     def add(self, text: str) -> None:
-        self.stems.update(_stems(text))
+        words = re.findall(r"[a-z]+", split_identifier(text).lower())
+        self.words.update(w for w in words if len(w) >= 6)
+        self.stems.update(stem(w) for w in words)
 
-    def covers(self, word: str) -> bool:
-        return stem(word) in self.stems
+    def add_name(self, text: str) -> None:
+        self.names.update(stem(w) for w in re.findall(r"[a-z]+", text.lower()))
+
+    def covers(self, word: str, *, capitalised: bool = False) -> bool:
+        """``word`` (lower case) is named by the database: its stem, a measure it names under another name
+        (:data:`MEASURES`: "tallest" -> height), a misspelling of a long word (one in ~8 letters off), or,
+        written ``capitalised`` in the question, a word of a stored name ("Lincolnton"; a city called "Ages"
+        does not make "age" a column)."""
+        if stem(word) in self.stems or any(stem(t) in self.stems for t in MEASURES.get(word, ())):
+            return True
+        if capitalised and stem(word) in self.names:
+            return True
+        near = [w for w in self.words if abs(len(w) - len(word)) <= 1] if len(word) >= 7 else []
+        return bool(difflib.get_close_matches(word, near, n=1, cutoff=0.85))
 
 
 _VOCABULARIES: weakref.WeakKeyDictionary[Any, Vocabulary] = weakref.WeakKeyDictionary()
 
 
-def schema_vocabulary(schema: Schema, values: Iterable[str] = ()) -> Vocabulary:
-    """The :class:`Vocabulary` of ``schema`` (names, descriptions, sample values) plus ``values``."""
+def schema_vocabulary(schema: Schema, values: Iterable[str] = (), names: Iterable[str] = ()) -> Vocabulary:
+    """The :class:`Vocabulary` of ``schema`` (names, descriptions, sample values) plus stored ``values`` (of
+    columns with few distinct values: categories) and ``names`` (of many-valued columns)."""
     vocab = Vocabulary()
     vocab.add(schema.name)
     for t in schema.tables:
@@ -90,13 +125,21 @@ def schema_vocabulary(schema: Schema, values: Iterable[str] = ()) -> Vocabulary:
                     vocab.add(v)
     for v in values:
         vocab.add(v)
+    for v in names:
+        vocab.add_name(v)
     return vocab
 
 
-def stored_values(db: Database, *, per_column: int = 2000, max_chars: int = 60, timeout_s: float = 2.0) -> list[str]:
-    """Distinct short text values of the database's text columns (at most ``per_column`` each, each query
-    under ``timeout_s``; a column that cannot be read in time is skipped)."""
-    out: list[str] = []
+CATEGORY_MAX = 200  # a text column with at most this many distinct values holds categories, not names
+
+
+def stored_values(db: Database, *, per_column: int = 20000, max_chars: int = 60,
+                  timeout_s: float = 2.0) -> tuple[list[str], list[str]]:
+    """Distinct short text values of the database's text columns, as (categories, names): the values of
+    columns with at most :data:`CATEGORY_MAX` distinct values, and the rest (at most ``per_column`` per
+    column, each query under ``timeout_s``; a column that cannot be read in time is skipped)."""
+    categories: list[str] = []
+    names: list[str] = []
     for t in db.schema.tables:
         for c in t.columns:
             if not any(k in (c.type or "").upper() for k in ("CHAR", "TEXT", "STRING", "CLOB")) and c.type:
@@ -106,8 +149,9 @@ def stored_values(db: Database, *, per_column: int = 2000, max_chars: int = 60, 
                 rows = db.execute(sql, timeout_s=timeout_s, row_cap=per_column).rows
             except TagqlError:
                 continue
-            out += [r[0] for r in rows if isinstance(r[0], str) and len(r[0]) <= max_chars]
-    return out
+            found = [r[0] for r in rows if isinstance(r[0], str) and len(r[0]) <= max_chars]
+            (categories if len(rows) <= CATEGORY_MAX else names).extend(found)
+    return categories, names
 
 
 def database_vocabulary(db: Database) -> Vocabulary:
@@ -117,7 +161,8 @@ def database_vocabulary(db: Database) -> Vocabulary:
     except TypeError:
         cached = None
     if cached is None:
-        cached = schema_vocabulary(db.schema, stored_values(db))
+        categories, names = stored_values(db)
+        cached = schema_vocabulary(db.schema, categories, names)
         try:
             _VOCABULARIES[db] = cached
         except TypeError:
@@ -133,38 +178,41 @@ def uncovered_terms(question: str, vocab: Vocabulary, statements: Sequence[str] 
         extra.update(_stems(s))
     out: list[str] = []
     for word in re.findall(r"[A-Za-z]+(?:['\u2019-][A-Za-z]+)*", question):
+        capitalised = word[0].isupper()
         w = word.lower().replace("\u2019", "'")
         if w.endswith("'s"):
             w = w[:-2]
         parts = [p for p in re.split(r"[-']", w) if p]
         if not parts or all(p in STOP_WORDS or p in QUESTION_WORDS or len(p) < 3 for p in parts):
             continue
-        if any(vocab.covers(p) or stem(p) in extra for p in parts):
+        if any(vocab.covers(p, capitalised=capitalised) or stem(p) in extra for p in parts):
             continue
         if w not in out:
             out.append(w)
     return out
 
 
-def answerable_messages(system_message: Message, question: str) -> list[Message]:
+def answerable_messages(system_message: Message, question: str, variant: str = "answerable") -> list[Message]:
     """The yes/no prompt: the SQL prompt's system message (schema), then the question."""
-    return [system_message, user(prompts.answerable_prompt(question))]
+    return [system_message, user(prompts.answerable_prompt(question, variant))]
 
 
-def answerable_probability(llm: LLM, system_message: Message, question: str) -> float | None:
+def answerable_probability(llm: LLM, system_message: Message, question: str, *,
+                           variant: str = "answerable") -> float | None:
     """P(yes) that the tables in ``system_message`` can answer ``question``; None when the model gives no
-    token probabilities (``supports_choice_probs`` false)."""
+    token probabilities (``supports_choice_probs`` false). ``variant`` "answerable_missing" asks whether
+    something is missing instead; its P(no) is returned, so the value means the same."""
     if not getattr(llm, "supports_choice_probs", False):
         return None
-    p_yes, _ = llm.choice_probs(answerable_messages(system_message, question), ["yes", "no"])  # type: ignore[attr-defined]
-    return float(p_yes)
+    p_yes, p_no = llm.choice_probs(answerable_messages(system_message, question, variant), ["yes", "no"])  # type: ignore[attr-defined]
+    return float(p_no if variant == "answerable_missing" else p_yes)
 
 
 @dataclass(frozen=True)
 class Thresholds:
     """When to abstain: P(yes) below ``p_alone`` whatever the coverage, or below ``p_with_gap`` when at least
-    ``min_uncovered`` content words match nothing in the database; with no probability (a backend without
-    them), only when ``coverage_alone`` or more content words match nothing (0: never)."""
+    ``min_uncovered`` content words match nothing in the database; and, with or without a probability (a
+    backend without them), when ``coverage_alone`` or more content words match nothing (0: never)."""
 
     p_alone: float = 0.05
     p_with_gap: float = 0.5
@@ -186,11 +234,10 @@ def decide(p_answerable: float | None, uncovered: Sequence[str], thresholds: Thr
            database: str = "") -> Verdict:
     """Combine the two signals into a :class:`Verdict` whose ``reason`` is the one-line answer to show."""
     n = len(uncovered)
-    if p_answerable is None:
-        abstain = bool(thresholds.coverage_alone) and n >= thresholds.coverage_alone
-    else:
-        abstain = p_answerable < thresholds.p_alone or (p_answerable < thresholds.p_with_gap
-                                                        and n >= thresholds.min_uncovered)
+    abstain = bool(thresholds.coverage_alone) and n >= thresholds.coverage_alone
+    if p_answerable is not None:
+        abstain = abstain or p_answerable < thresholds.p_alone or (p_answerable < thresholds.p_with_gap
+                                                                   and n >= thresholds.min_uncovered)
     reason = ""
     if abstain:
         reason = ABSTAIN_SENTENCE.format(database=database or "this database")

@@ -100,6 +100,9 @@ def answer_user_prompt(question: str, data: str) -> str:
     return TEMPLATES.render("answer_user", data=data, question=question)
 
 
-def answerable_prompt(question: str) -> str:
-    """Honest abstention's yes/no (``text2sql/abstain.py``): can the tables in the system message answer it?"""
-    return TEMPLATES.render("answerable", question=question)
+def answerable_prompt(question: str, variant: str = "answerable") -> str:
+    """Honest abstention's yes/no (``text2sql/abstain.py``): can the tables in the system message answer it?
+    ``variant`` "answerable_missing" asks the other way round (yes = something is missing)."""
+    if variant not in ("answerable", "answerable_missing"):
+        raise ValueError(f"unknown answerable prompt {variant!r}")
+    return TEMPLATES.render(variant, question=question)
