@@ -60,6 +60,7 @@ class MemoLLM:
     def __init__(self, llm: Any) -> None:
         self.llm, self.name, self.memo = llm, getattr(llm, "name", "llm"), {}
         self.supports_choice_probs = self.supports_digit_probs = False  # generated replies only (memoised)
+        self.supports_stream = self.supports_samples = False
 
     def complete(self, messages: Any, **kw: Any) -> Any:
         key = json.dumps([[m.role, m.content] for m in messages] + [sorted((k, str(v)) for k, v in kw.items())])

@@ -86,6 +86,12 @@ class AnswerSettings(BaseModel):
     max_answer_tokens: int = 160
     max_sql_tokens: int = 384
     sql_retries: int = 1
+    # execution-guided SQL candidates (text2sql/candidates.py): the greedy query plus sql_candidates - 1 sampled
+    # at sql_candidate_temperature (parallel sequences of one llama.cpp context), all run; the result most agree
+    # on wins (sql_candidate_policy). 1 = greedy only. Measured by bench/ask/candidates.py (docs/benchmarks.md)
+    sql_candidates: int = Field(default=1, ge=1, le=8)
+    sql_candidate_temperature: float = 0.7
+    sql_candidate_policy: Literal["majority", "majority_nonempty", "fallback"] = "majority"
     # when every try written with domain statements fails, write one more query without them
     fallback_without_statements: bool = True
     # how domain statements frame the question in the SQL prompt: "external" (BIRD's External

@@ -56,6 +56,9 @@ class TagQL:
             db, llm, max_tokens=self.settings.answer.max_sql_tokens, retries=self.settings.answer.sql_retries,
             prompt_schema=prompt_schema, statement_style=self.settings.answer.statement_style,
             fallback_without_statements=self.settings.answer.fallback_without_statements,
+            candidates=self.settings.answer.sql_candidates,
+            candidate_temperature=self.settings.answer.sql_candidate_temperature,
+            candidate_policy=self.settings.answer.sql_candidate_policy,
         )
 
     @property

@@ -16,12 +16,14 @@ from tagql.tag.operators import SemEngine
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tagql"
 CAPABILITIES = {"supports_choice_probs": "choice_probs", "supports_digit_probs": "digit_probs",
-                "supports_stream": "stream"}
+                "supports_stream": "stream", "supports_samples": "sample"}
 
 
 @pytest.mark.parametrize("backend,declared", [
-    (LocalLLM, {"supports_choice_probs": True, "supports_digit_probs": True, "supports_stream": True}),
-    (OpenAICompatLLM, {"supports_choice_probs": True, "supports_digit_probs": False, "supports_stream": True}),
+    (LocalLLM, {"supports_choice_probs": True, "supports_digit_probs": True, "supports_stream": True,
+                "supports_samples": True}),
+    (OpenAICompatLLM, {"supports_choice_probs": True, "supports_digit_probs": False, "supports_stream": True,
+                       "supports_samples": True}),
 ])
 def test_every_backend_declares_what_it_can(backend, declared):
     for flag, method in CAPABILITIES.items():
@@ -30,13 +32,14 @@ def test_every_backend_declares_what_it_can(backend, declared):
 
 
 def test_the_protocol_names_the_capabilities():
-    assert {"supports_choice_probs", "supports_digit_probs", "supports_stream"} <= set(LLM.__annotations__)
+    assert set(CAPABILITIES) <= set(LLM.__annotations__)
 
 
 def test_the_scripted_double_declares_what_it_was_given():
     plain = ScriptedLLM([])
     assert not plain.supports_choice_probs and not plain.supports_digit_probs and not plain.supports_stream
     assert ScriptedLLM([], stream_s=0).supports_stream
+    assert not plain.supports_samples and ScriptedLLM([], samples=lambda m, n: ["x"] * n).supports_samples
     both = ScriptedLLM([], digit_probs=lambda m, s: [[0.1] * 10] * s, choice_probs=lambda m, c: [0.5] * len(c))
     assert both.supports_choice_probs and both.supports_digit_probs
     assert isinstance(both, LLM)

@@ -79,7 +79,11 @@ class LLM(Protocol):
     * ``supports_stream``: the backend has ``stream(messages, *, on_text, ...) -> Completion``, which is
       :meth:`complete` handing the reply's text to ``on_text`` piece by piece as it is generated; an exception
       raised by ``on_text`` stops the generation at once and propagates (:class:`Streams`; answer tokens
-      over SSE, and stopping the model when the client goes away).
+      over SSE, and stopping the model when the client goes away);
+    * ``supports_samples``: the backend has ``sample(messages, *, n, max_tokens, temperature, ...) ->
+      list[Completion]``, ``n`` replies drawn at a temperature in one go (:class:`Samples`; the local backend
+      decodes them as parallel sequences over one evaluated prompt, an endpoint with ``"n": n``), for
+      execution-guided SQL candidates.
 
     ``parallel_calls`` (optional; absent means 1) is how many calls the backend serves at once from
     different threads: 1 for one model in this process or one endpoint (calls wait for each other),
@@ -92,6 +96,7 @@ class LLM(Protocol):
     supports_choice_probs: bool
     supports_digit_probs: bool
     supports_stream: bool
+    supports_samples: bool
 
     def complete(
         self,
@@ -136,3 +141,13 @@ class Streams(Protocol):
 def parallel_calls(llm: object) -> int:
     """How many calls ``llm`` serves at once: its ``parallel_calls`` (a pool of servers), else 1."""
     return max(1, int(getattr(llm, "parallel_calls", 1)))
+
+
+class Samples(Protocol):
+    """An LLM that declares ``supports_samples = True``.
+
+    ``sample`` returns ``n`` replies to ``messages`` drawn at ``temperature`` (nucleus ``top_p``), in a
+    deterministic order for a given ``seed`` (default: the backend's). Each is accounted as a call."""
+
+    def sample(self, messages: list[Message], *, n: int, max_tokens: int = 256, temperature: float = 0.7,
+               top_p: float = 0.95, seed: int | None = None, stop: list[str] | None = None) -> list[Completion]: ...

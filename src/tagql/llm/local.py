@@ -20,9 +20,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tagql.errors import LLMOutputError, LLMUnavailable, install_hint
 from tagql.llm.base import Completion, Message, Usage
-from tagql.llm.lookup import MIN_DRAFT, RECENT_OUTPUTS, LookupStats, RecentOutputs, greedy_generate, looping
+from tagql.llm.lookup import (
+    MIN_DRAFT,
+    RECENT_OUTPUTS,
+    LookupStats,
+    RecentOutputs,
+    _first_stop,
+    greedy_generate,
+    looping,
+)
+
+# the most candidates one sample() call draws: each needs its own KV sequence, reserved at load
+MAX_SAMPLES = 8
 
 _MODELS: dict[tuple[str, int, int, int], Any] = {}
 _MODELS_LOCK = threading.Lock()
@@ -113,7 +126,7 @@ def _load(path: Path, n_ctx: int, n_threads: int, seed: int, extra_buffers: bool
             try:
                 prefixes = _PrefixStates()
                 # several KV sequences sharing one unified cache (see _PrefixStates); optionally no repacking
-                with _default_params("llama_context_default_params", n_seq_max=prefixes.hot + 1, kv_unified=True), \
+                with _default_params("llama_context_default_params", n_seq_max=prefixes.hot + 1 + MAX_SAMPLES, kv_unified=True), \
                         _default_params("llama_model_default_params", use_extra_bufts=extra_buffers):
                     llama = Llama(
                         model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads,
@@ -348,6 +361,7 @@ class LocalLLM:
     supports_choice_probs = True  # token probabilities straight from the logits
     supports_digit_probs = True
     supports_stream = True  # text handed out after every decoding step; a raising callback stops there
+    supports_samples = True  # parallel sequences over one evaluated prompt (MAX_SAMPLES at most)
 
     def __init__(
         self, model_path: Path, *, n_ctx: int = 8192, n_threads: int | None = None, seed: int = 0,
@@ -442,6 +456,46 @@ class LocalLLM:
         self.usage.add(completion)
         return completion
 
+
+    def sample(self, messages: list[Message], *, n: int, max_tokens: int = 256, temperature: float = 0.7,
+               top_p: float = 0.95, seed: int | None = None, stop: list[str] | None = None) -> list[Completion]:
+        """``n`` replies sampled at ``temperature`` in parallel sequences of one llama.cpp context: the prompt
+        is evaluated once (its KV cells are shared by every sequence, ``llama_memory_seq_cp`` only tags them)
+        and each decoding step is one batch with a token per live sequence, so the weights are read once per
+        step for all of them (a batch of 8 tokens costs ~2x one token here, not 8x). Deterministic: the
+        random stream is seeded from ``seed`` (default: the model's) and the prompt's tokens."""
+        if not 1 <= n <= MAX_SAMPLES:
+            raise ValueError(f"n must be 1..{MAX_SAMPLES}")
+        rendered, tokens, prefix = self._prompt(messages, max_tokens)
+        stops = list(rendered.stop or []) if isinstance(rendered.stop, list) else ([rendered.stop] if rendered.stop else [])
+        stops += list(stop or [])
+        if len(tokens) + n * max_tokens > self.n_ctx:
+            raise LLMOutputError(f"{n} samples of {max_tokens} tokens after a {len(tokens)}-token prompt exceed the "
+                                 f"{self.n_ctx}-token context", "ask for fewer candidates or raise TAGQL_LLM__N_CTX")
+        rng = np.random.default_rng([self.seed if seed is None else seed, *_digest(tokens)])
+        start = time.perf_counter()
+        with self._lock:
+            for attempt in range(2):
+                try:
+                    self._prefixes.ensure(self._llama, prefix, len(tokens) + n * max_tokens, self._disk)
+                    outs = _sample_sequences(self._llama, tokens, n=n, first_seq=self._prefixes.hot + 1,
+                                             max_tokens=max_tokens, stops=stops, temperature=temperature,
+                                             top_p=top_p, rng=rng)
+                    break
+                except RuntimeError:  # no room in the KV cache: start over from an empty cache once
+                    if attempt:
+                        raise
+                    self._prefixes.clear(self._llama)
+                    self._llama.reset()
+        seconds = time.perf_counter() - start
+        completions = []
+        for out in outs:
+            text = self._llama.detokenize(out).decode("utf-8", errors="ignore")
+            cut = _first_stop(text, stops)
+            completions.append(Completion(text if cut is None else text[:cut], len(tokens), len(out), seconds / n))
+        for c in completions:
+            self.usage.add(c)
+        return completions
 
     def forget_cached_prompts(self) -> None:
         """Start the next call from an empty KV cache. Reusing a cached prompt changes how the rest is
@@ -648,6 +702,83 @@ class _Aborter:
             self._watcher.join()
             llama_cpp.llama_set_abort_callback(self.llama._ctx.ctx, llama_cpp.ggml_abort_callback(), None)
             self._watcher = None
+
+
+def _digest(tokens: list[int]) -> list[int]:
+    """Four 32-bit words that identify a prompt, mixed into the sampling seed (each prompt its own stream)."""
+    raw = hashlib.blake2b(np.asarray(tokens, dtype=np.int64).tobytes(), digest_size=16).digest()
+    return [int.from_bytes(raw[i:i + 4], "little") for i in range(0, 16, 4)]
+
+
+def _draw(logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
+    """One token from ``softmax(logits / temperature)`` cut to its top-``top_p`` nucleus."""
+    top = np.argpartition(logits, -64)[-64:]  # the nucleus of a 0.95 cut lies far inside the top 64
+    top = top[np.argsort(-logits[top], kind="stable")]
+    z = (logits[top] - logits[top[0]]) / max(temperature, 1e-5)
+    p = np.exp(z)
+    p /= p.sum()
+    keep = int(np.searchsorted(np.cumsum(p), top_p)) + 1
+    p = p[:keep] / p[:keep].sum()
+    return int(top[rng.choice(keep, p=p)])
+
+
+def _sample_sequences(llama: Any, prompt: list[int], *, n: int, first_seq: int, max_tokens: int, stops: list[str],
+                      temperature: float, top_p: float, rng: np.random.Generator) -> list[list[int]]:
+    """The token lists of ``n`` sampled continuations of ``prompt`` (see :meth:`LocalLLM.sample`). Sequence 0
+    ends holding the prompt (``llama``'s counters in step, for the next call's prefix reuse); the sampling
+    sequences ``first_seq ..`` are emptied again."""
+    import llama_cpp
+
+    ctx = llama._ctx
+    vocab = llama._model.vocab
+    n_vocab = llama.n_vocab()
+    current = llama.input_ids[: llama.n_tokens]
+    common = 0
+    limit = min(len(current), len(prompt) - 1)
+    while common < limit and current[common] == prompt[common]:
+        common += 1
+    llama.n_tokens = common
+    llama.eval(prompt[common:])  # sequence 0; the last prompt token's logits are the first step's
+    first = np.ctypeslib.as_array(ctx.get_logits_ith(-1), shape=(n_vocab,)).copy()
+    seqs = list(range(first_seq, first_seq + n))
+    batch = llama_cpp.llama_batch_init(n, 0, 1)
+    outs: list[list[int]] = [[] for _ in seqs]
+    try:
+        for seq in seqs:
+            _seq_rm(ctx, seq, -1, -1)
+            ctx.kv_cache_seq_cp(0, seq, 0, len(prompt))
+        pending = [_draw(first, temperature, top_p, rng) for _ in seqs]
+        live = list(range(n))
+        while True:
+            still = []
+            for i in live:
+                tok = pending[i]
+                if llama_cpp.llama_vocab_is_eog(vocab, tok) or len(outs[i]) >= max_tokens:
+                    continue
+                outs[i].append(tok)
+                text = llama.detokenize(outs[i]).decode("utf-8", errors="ignore")
+                if _first_stop(text, stops) is None and not looping(outs[i]) and len(outs[i]) < max_tokens:
+                    still.append(i)
+            live = still
+            if not live:
+                break
+            batch.n_tokens = len(live)
+            for row, i in enumerate(live):
+                batch.token[row] = outs[i][-1]
+                batch.pos[row] = len(prompt) + len(outs[i]) - 1
+                batch.n_seq_id[row] = 1
+                batch.seq_id[row][0] = seqs[i]
+                batch.logits[row] = True
+            if int(llama_cpp.llama_decode(ctx.ctx, batch)) != 0:
+                raise RuntimeError("llama_decode found no room for the sampled sequences")
+            for row, i in enumerate(live):
+                logits = np.ctypeslib.as_array(ctx.get_logits_ith(row), shape=(n_vocab,))
+                pending[i] = _draw(logits, temperature, top_p, rng)
+    finally:
+        llama_cpp.llama_batch_free(batch)
+        for seq in seqs:
+            _seq_rm(ctx, seq, -1, -1)
+    return outs
 
 
 def _formatters(llama: Any) -> tuple[Any, Any]:

@@ -27,6 +27,7 @@ class OpenAICompatLLM:
     supports_digit_probs = False
     supports_stream = True  # "stream": true, server-sent deltas; closing the response stops the server
     parallel_calls = 1  # one request at a time (a pool of endpoints, tagql.llm.pool, runs several)
+    supports_samples = True  # "n": n choices in one request (more requests when a server returns fewer)
 
     def __init__(
         self, base_url: str, model: str, *, api_key: str | None = None, temperature: float = 0.0,
@@ -198,6 +199,37 @@ class OpenAICompatLLM:
         self.usage.add(completion)
         return completion
 
+
+    def sample(self, messages: list[Message], *, n: int, max_tokens: int = 256, temperature: float = 0.7,
+               top_p: float = 0.95, seed: int | None = None, stop: list[str] | None = None) -> list[Completion]:
+        """``n`` replies at ``temperature``: one request with ``"n": n`` (OpenAI, vLLM); a server that returns
+        fewer choices (llama.cpp's server returns one) is asked again with the next seeds until ``n``."""
+        base_seed = self.seed if seed is None else seed
+        texts: list[str] = []
+        start = time.perf_counter()
+        prompt_tokens = completion_tokens = 0
+        while len(texts) < n:
+            body = self._body(messages, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
+                              n=n - len(texts), seed=base_seed + len(texts))
+            if stop:
+                body["stop"] = stop
+            data = self._checked(self._post(body))
+            try:
+                got = [str(c["message"]["content"] or "") for c in data["choices"]]
+            except (KeyError, IndexError, TypeError) as exc:
+                raise LLMOutputError(f"the LLM endpoint returned a malformed response: {str(data)[:200]!r}",
+                                     "is it OpenAI-compatible?") from exc
+            if not got:
+                raise LLMOutputError("the LLM endpoint returned no choices", "is it OpenAI-compatible?")
+            texts += got[: n - len(texts)]
+            usage = data.get("usage") or {}
+            prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            completion_tokens += int(usage.get("completion_tokens") or 0)
+        seconds = time.perf_counter() - start
+        out = [Completion(t, prompt_tokens // n, completion_tokens // n, seconds / n) for t in texts]
+        for c in out:
+            self.usage.add(c)
+        return out
 
     def stream(self, messages: list[Message], *, on_text: Callable[[str], None], max_tokens: int = 256,
                stop: list[str] | None = None) -> Completion:

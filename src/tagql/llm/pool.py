@@ -45,6 +45,7 @@ class PooledOpenAILLM:
     supports_choice_probs = True
     supports_digit_probs = False
     supports_stream = True
+    supports_samples = True  # one endpoint draws all n (an endpoint asks again when it returns fewer)
 
     def __init__(
         self, base_urls: Sequence[str], model: str, *, api_key: str | None = None, temperature: float = 0.0,
@@ -161,6 +162,11 @@ class PooledOpenAILLM:
                     raise LLMUnavailable(exc.message, exc.hint) from exc
                 raise
         return self._run(once)
+
+    def sample(self, messages: list[Message], *, n: int, max_tokens: int = 256, temperature: float = 0.7,
+               top_p: float = 0.95, seed: int | None = None, stop: list[str] | None = None) -> list[Completion]:
+        return self._run(lambda ep: ep.sample(messages, n=n, max_tokens=max_tokens, temperature=temperature,
+                                              top_p=top_p, seed=seed, stop=stop))
 
     def status(self) -> list[dict[str, Any]]:
         """Per endpoint: its URL, requests in flight and answered, and whether it is left out as down."""

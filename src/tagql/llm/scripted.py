@@ -6,6 +6,8 @@ and the choices) it also offers the local backend's token probabilities
 (:meth:`tagql.llm.local.LocalLLM.digit_probs`, :meth:`~tagql.llm.local.LocalLLM.choice_probs`) and
 declares it (``supports_digit_probs`` / ``supports_choice_probs``); without them, it does not. With
 ``stream_s`` (seconds per piece, 0 for none) it streams each reply word by word (``supports_stream``).
+With ``samples`` (a function of the messages and ``n``, returning ``n`` texts) it draws candidates
+(``supports_samples``).
 """
 
 from __future__ import annotations
@@ -27,9 +29,12 @@ class ScriptedLLM:
         digit_probs: Callable[[list[Message], int], list[list[float]]] | None = None,
         choice_probs: Callable[[list[Message], list[str]], list[float]] | None = None,
         stream_s: float | None = None, parallel_calls: int = 1,
+        samples: Callable[[list[Message], int], list[str]] | None = None,
     ) -> None:
         self.parallel_calls = parallel_calls  # >1: callers may call from that many threads at once
         self._record_lock = threading.Lock()
+        self._samples = samples
+        self.supports_samples = samples is not None
         self.stream_s = stream_s
         self.supports_stream = stream_s is not None
         self.streamed: list[str] = []  # the pieces handed to on_text, across calls
@@ -97,3 +102,15 @@ class ScriptedLLM:
             self.streamed.append(piece)
         self.usage.add(c)
         return c
+
+    def sample(self, messages: list[Message], *, n: int, max_tokens: int = 256, temperature: float = 0.7,
+               top_p: float = 0.95, seed: int | None = None, stop: list[str] | None = None) -> list[Completion]:
+        if self._samples is None:
+            raise AssertionError("this ScriptedLLM was made without samples")
+        self.prompts.append(list(messages))
+        texts = self._samples(messages, n)
+        assert len(texts) == n, f"the samples function returned {len(texts)} texts for n={n}"
+        out = [Completion(t, sum(len(m.content) // 4 for m in messages), len(t) // 4, 0.0) for t in texts]
+        for c in out:
+            self.usage.add(c)
+        return out

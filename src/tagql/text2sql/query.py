@@ -32,6 +32,7 @@ from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout
 from tagql.knowledge import ScoredStatement
 from tagql.llm.base import LLM, Message, system, user
 from tagql.text2sql import prompts
+from tagql.text2sql.candidates import Candidate, Policy, choose
 from tagql.text2sql.context import Example, Turn, follow_up_text
 from tagql.text2sql.grounding import (
     repair_aggregated_column,
@@ -106,6 +107,7 @@ class QueryOutcome:
     llm_seconds: float = 0.0
     exec_seconds: float = 0.0
     used_statements: bool = True  # False when the query that ran was written without them (fallback)
+    candidates: list[Candidate] = field(default_factory=list)  # with candidates > 1: every one, greedy first
 
 
 def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, question: str = "",
@@ -206,8 +208,14 @@ class QuerySynthesizer:
     def __init__(
         self, db: Database, llm: LLM, *, max_tokens: int = 384, retries: int = 1, prompt_schema: Schema | None = None,
         statement_style: prompts.StatementStyle = "external", fallback_without_statements: bool = True,
+        candidates: int = 1, candidate_temperature: float = 0.7, candidate_policy: Policy = "majority",
     ) -> None:
         self.db = db
+        # execution-guided choice (text2sql/candidates.py): the greedy query plus candidates - 1 sampled ones,
+        # all run, the result most of them agree on wins; 1 = the greedy query alone
+        self.candidates = candidates
+        self.candidate_temperature = candidate_temperature
+        self.candidate_policy = candidate_policy
         self.llm = llm
         self.max_tokens = max_tokens
         self.retries = retries
@@ -253,23 +261,16 @@ class QuerySynthesizer:
         ]
         # the repairs that read the question read the whole conversation (a follow-up leaves out what it keeps)
         asked = follow_up_text(question, history) if history else question
+        first = messages
         last_error: TagqlError | None = None
+        outcome: QueryOutcome | None = None
         for _ in range(retries + 1):
             t0 = time.perf_counter()
             reply = self.llm.complete(messages, max_tokens=self.max_tokens)
             clock[0] += time.perf_counter() - t0
             raw_sql = reply.text.strip()
             try:
-                raw_sql = extract_sql(reply.text)
-                repairs: list[str] = []
-                sql = prepare_sql(raw_sql, self.db, repairs=repairs, question=asked,
-                                  statements="\n".join(s.render() for s in statements))
-                t1 = time.perf_counter()
-                try:
-                    result = self.db.execute(sql)
-                finally:
-                    clock[1] += time.perf_counter() - t1
-                result.notes[:0] = [f"SQL repaired: {r}" for r in repairs]
+                sql, result = self._prepare_and_run(reply.text, asked, statements, clock)
             except QueryTimeout:
                 raise
             except (LLMOutputError, InvalidQuery, UnsafeQuery, QueryFailed) as exc:
@@ -281,7 +282,80 @@ class QuerySynthesizer:
                 ]
                 continue
             attempts.append(Attempt(sql))
-            return QueryOutcome(sql, result, attempts, clock[0], clock[1])
+            outcome = QueryOutcome(sql, result, attempts, clock[0], clock[1])
+            break
+        if self.candidates > 1 and self.llm.supports_samples:
+            outcome = self._choose_among_candidates(first, outcome, asked, statements, attempts, clock)
+        if outcome is not None:
+            return outcome
         assert last_error is not None
         last_error.attempts = attempts  # type: ignore[attr-defined]
         raise last_error
+
+    def _prepare_and_run(self, reply: str, asked: str, statements: list[ScoredStatement],
+                         clock: list[float]) -> tuple[str, Result]:
+        """The SQL of one reply, checked, repaired and run (execution seconds added to ``clock``)."""
+        raw_sql = extract_sql(reply)
+        repairs: list[str] = []
+        sql = prepare_sql(raw_sql, self.db, repairs=repairs, question=asked,
+                          statements="\n".join(s.render() for s in statements))
+        t1 = time.perf_counter()
+        try:
+            result = self.db.execute(sql)
+        finally:
+            clock[1] += time.perf_counter() - t1
+        result.notes[:0] = [f"SQL repaired: {r}" for r in repairs]
+        return sql, result
+
+    def _choose_among_candidates(self, messages: list[Message], greedy: QueryOutcome | None, asked: str,
+                                 statements: list[ScoredStatement], attempts: list[Attempt],
+                                 clock: list[float]) -> QueryOutcome | None:
+        """Sample ``candidates - 1`` more queries from the first prompt, run each once (identical SQL runs
+        once), and keep the result most candidates agree on (``candidate_policy``); the greedy outcome
+        (None when every try failed) is one candidate."""
+        t0 = time.perf_counter()
+        replies = self.llm.sample(messages, n=self.candidates - 1, max_tokens=self.max_tokens,  # type: ignore[attr-defined]
+                                  temperature=self.candidate_temperature)
+        clock[0] += time.perf_counter() - t0
+        pool = [Candidate(greedy.sql, greedy.result, greedy=True) if greedy is not None
+                else Candidate(attempts[-1].sql, error=attempts[-1].error, greedy=True)]
+        ran: dict[str, Candidate] = {pool[0].sql: pool[0]}
+        for reply in replies:
+            text = reply.text.strip()
+            try:
+                sql = prepare_sql(extract_sql(text), self.db, question=asked,
+                                  statements="\n".join(s.render() for s in statements))
+            except (LLMOutputError, InvalidQuery, UnsafeQuery) as exc:
+                pool.append(Candidate(text, error=exc.one_line()))
+                continue
+            if sql in ran:  # the same query: the same result, without running it again
+                pool.append(Candidate(sql, ran[sql].result, ran[sql].error))
+                continue
+            try:
+                sql, result = self._prepare_and_run(text, asked, statements, clock)
+                candidate = Candidate(sql, result)
+            except (LLMOutputError, InvalidQuery, UnsafeQuery, QueryFailed) as exc:  # a timeout counts as a failure
+                candidate = Candidate(sql, error=exc.one_line())
+            ran[sql] = candidate
+            pool.append(candidate)
+        picked = choose(pool, self.candidate_policy)
+        if picked is None:
+            return None
+        index, votes = picked
+        chosen = pool[index]
+        assert chosen.result is not None
+        note = f"{votes} of {len(pool)} SQL candidates returned this result"
+        if greedy is not None and not chosen.greedy:
+            attempts.append(Attempt(chosen.sql))
+            outcome = QueryOutcome(chosen.sql, chosen.result, attempts, clock[0], clock[1])
+            note += " (chosen over the first query's, which fewer shared)"
+        elif greedy is None:
+            attempts.append(Attempt(chosen.sql))
+            outcome = QueryOutcome(chosen.sql, chosen.result, attempts, clock[0], clock[1])
+            note += " (the first query failed)"
+        else:
+            outcome = greedy
+            outcome.llm_seconds, outcome.exec_seconds = clock[0], clock[1]
+        outcome.result.notes.append(note)
+        outcome.candidates = pool
+        return outcome
