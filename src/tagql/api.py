@@ -205,6 +205,8 @@ class Session:
         if turns and method != "sql":
             raise UsageError("a follow-up (history) is answered with method 'sql' only",
                              f"ask it without history, or with method 'sql' instead of '{method}'")
+        if method == "cross":
+            return self._ask_across(question, emit)
         t0 = time.perf_counter()
         routing: list[RouteCandidate] = []
         notes: list[str] = []
@@ -247,6 +249,11 @@ class Session:
             raise UsageError("k must be 0 or more")
         if (choose is not None or force) and not self.is_collection:
             raise UsageError("--pick/--force (choose/force) apply to collections only", f"'{self.name}' is one database")
+        if method == "cross" and not self.is_collection:
+            raise UsageError("method 'cross' answers across the databases of a collection",
+                             f"'{self.name}' is one database: use --collection NAME, or another method")
+        if method == "cross" and choose is not None:
+            raise UsageError("method 'cross' picks its databases itself", "drop --pick (choose)")
 
     def llm(self, method: str = "sql") -> LLM:
         """The language model ``method`` runs on, loaded once (the TAG methods use ``tag.model``)."""
@@ -348,7 +355,8 @@ class Session:
 
     def _settings_for(self, method: str) -> Settings:
         passed_model = self._llm_choice is not None and not isinstance(self._llm_choice, str)
-        return self.settings if method == "sql" or passed_model else for_tag(self.settings)
+        # cross writes SQL on each database: the SQL model, like plain questions
+        return self.settings if method in ("sql", "cross") or passed_model else for_tag(self.settings)
 
     def _retriever(self, name: str) -> Retriever | None:
         if name not in self._retrievers:
@@ -382,6 +390,52 @@ class Session:
         if chosen.database not in self.databases():
             raise UsageError(f"'{chosen.database}' is not a database of collection '{self.name}'")
         return candidates, chosen, note
+
+    def _ask_across(self, question: str, emit: EventHandler) -> Answer:
+        """``method="cross"``: route, plan one sub-question per database, run each on its database, join
+        the results in DuckDB (the LM matching values written differently), answer (:mod:`tagql.cross`)."""
+        from tagql.cross import answer_across
+        from tagql.models import Plan as PlanModel
+        from tagql.tag.cache import OpCache
+        from tagql.tag.operators import SemEngine
+        from tagql.text2sql.answer import json_value, result_values
+
+        t0 = time.perf_counter()
+        routing = self.route(question, 5)
+        if not routing:
+            raise TagqlError(f"no database of collection '{self.name}' matches the question")
+        emit("routed", {"candidates": [c.model_dump() for c in routing], "chosen": routing[0].model_dump()})
+        route_s = time.perf_counter() - t0
+        settings = self._settings_for("cross")
+        llm = self.llm("cross")
+        before = llm.usage.snapshot()
+        cache = OpCache(Path(settings.cache_dir) / "tag_cache.sqlite") if settings.tag.cache else OpCache(None)
+        engine = SemEngine(llm, cache=cache, max_calls=settings.tag.max_lm_calls,
+                           progress=lambda op, done, total: emit("progress", {"operator": op, "done": done,
+                                                                              "total": total}))
+        outcome = answer_across(question, [(c.database, c.tables) for c in routing], llm=llm,
+                                open_db=self.database, engine=engine, max_tokens=settings.answer.max_sql_tokens,
+                                retries=settings.answer.sql_retries)
+        plan = PlanModel(sql=outcome.sql, cross=outcome.to_dict())
+        emit("plan", plan.model_dump())
+        result = outcome.result
+        rows = [[json_value(v) for v in r] for r in result.rows]
+        emit("sql", {"sql": outcome.sql})
+        emit("rows", {"columns": list(result.columns), "rows": rows, "truncated": result.truncated})
+        values = result_values(result)
+        shown = ", ".join(str(v) for v in values[:20]) + (f" (and {len(values) - 20} more)" if len(values) > 20 else "")
+        answer = Answer(
+            question=question, database=" + ".join(outcome.plan.databases), sql=outcome.sql,
+            columns=list(result.columns), rows=rows[:200], values=values,
+            answer=f"Answer: {shown}." if values else "No rows answer the question.",
+            timings={"route_s": round(route_s, 3), **outcome.timings, "total_s": round(time.perf_counter() - t0, 3)},
+            tokens=llm.usage.since(before), notes=[*outcome.notes, *result.notes], truncated=result.truncated,
+            routing=routing, method="cross", model=str(getattr(llm, "name", "")), plan=plan,
+            operator_stats=engine.stats.to_dict(),
+        )
+        emit("answer", {"answer": answer.answer, "values": answer.values})
+        emit("done", answer.to_dict())
+        return answer
 
     def _answer_with_method(self, pipeline: TagQL, question: str, method: str, emit: EventHandler) -> Answer:
         from tagql.methods import answer as answer_with

@@ -107,6 +107,6 @@ class Answer(BaseModel):
         return self.model_dump(mode="json")
 
 
-METHODS = ("sql", "tag", "text2sql", "rag", "retrieval_rank", "text2sql_lm")
-"""How a question is answered: ``sql`` (default: SQL, then the LM answers from the rows) or one of the
-TAG paper's methods (``docs/tag.md``)."""
+METHODS = ("sql", "tag", "text2sql", "rag", "retrieval_rank", "text2sql_lm", "cross")
+"""How a question is answered: ``sql`` (default: SQL, then the LM answers from the rows), one of the
+TAG paper's methods (``docs/tag.md``), or ``cross`` (a collection: across its databases, ``docs/routing.md``)."""

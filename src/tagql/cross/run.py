@@ -1,0 +1,170 @@
+"""A question across databases, end to end: plan -> one sub-query per database -> join -> final query.
+
+Everything it needs is passed in (the orchestrator, :mod:`tagql.api`, wires it): the routed candidates,
+a function that opens a database of the collection by name, the LLM, and the LM-operator engine for
+matching values written differently.
+
+* **plan** (:mod:`tagql.cross.plan`): the LLM picks one or two of the candidates and writes each one's
+  sub-question;
+* **one database**: the question is answered on it as asked (plain text-to-SQL on its routed schema);
+* **two databases**: each sub-question (asked to return the shared entity as ``join_key``) is written as
+  SQL by the text-to-SQL stage on its own database and run read-only there; the two results are joined
+  in DuckDB (:mod:`tagql.cross.join`, with the LM matching values written differently); the LLM then
+  writes the final query over the joined table, which runs read-only on that DuckDB file.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tagql.cross.join import JOIN_KEY, JoinOutcome, SubResult, join_results
+from tagql.cross.plan import CrossPlan, plan_question
+from tagql.db.connection import Database, Result, open_database
+from tagql.db.schema import Schema
+from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery
+from tagql.llm.base import LLM
+from tagql.text2sql.query import QuerySynthesizer
+
+FULL_SCHEMA_TABLES = 20  # a database of at most this many tables shows its whole schema to a sub-query
+_SQL_FAILURES = (LLMOutputError, InvalidQuery, QueryFailed, QueryTimeout, UnsafeQuery)
+
+
+class UnknownDatabase(TagqlError):
+    """A database the question was routed or planned to is not in the collection."""
+
+
+class SubQueryFailed(TagqlError):
+    """One database's part of the question could not be answered."""
+
+    hint = "ask that database the part it holds directly, or rephrase the question"
+
+
+@dataclass
+class Step:
+    """One query of the answer: a sub-query on a database, or the final query over the joined table."""
+
+    database: str
+    question: str
+    sql: str = ""
+    rows: int = 0
+    seconds: float = 0.0
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"database": self.database, "question": self.question, "sql": self.sql, "rows": self.rows,
+                "seconds": round(self.seconds, 3), "attempts": self.attempts}
+
+
+@dataclass
+class CrossOutcome:
+    plan: CrossPlan
+    result: Result
+    steps: list[Step]
+    join: JoinOutcome | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def sql(self) -> str:
+        return self.steps[-1].sql if self.steps else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.plan.to_dict(), "steps": [s.to_dict() for s in self.steps],
+                "join": self.join.to_dict() if self.join else None}
+
+
+def sub_question(question: str, key: str) -> str:
+    """A part's sub-question, asked to return the shared entity under one name."""
+    what = key or "shared entity"
+    return f"{question.rstrip(' ?.')}. Also return the {what} as a column named {JOIN_KEY}."
+
+
+def final_question(question: str, plan: CrossPlan) -> str:
+    """The question over the joined table, saying that each part's conditions already hold there."""
+    done = "; ".join(f"{p.database}: {p.question}" for p in plan.parts)
+    return (f"{question}\n(The table joined already holds only the rows that answer these parts, "
+            f"joined on the {plan.key or 'shared entity'}: {done}. Do not filter them again.)")
+
+
+def answer_across(
+    question: str, candidates: Sequence[tuple[str, Sequence[str] | None]], *, llm: LLM,
+    open_db: Callable[[str], Database], engine: Any = None, max_candidates: int = 4, max_tokens: int = 384,
+    retries: int = 1, workdir: Path | None = None,
+) -> CrossOutcome:
+    """Answer ``question`` over the routed ``candidates`` (``(database, tables or None)``, best first).
+
+    ``open_db(name)`` opens a database of the collection; ``engine`` (a
+    :class:`~tagql.tag.operators.SemEngine` on ``llm``) matches values written differently when joining
+    (None: only equal values join). Raises :class:`UnknownDatabase`, :class:`SubQueryFailed`,
+    :class:`~tagql.cross.plan.CrossPlanError` or :class:`~tagql.cross.join.JoinFailed` with one line."""
+    t0 = time.perf_counter()
+    cands = list(candidates)[:max_candidates]
+    if not cands:
+        raise UnknownDatabase("no database was routed for the question")
+    dbs: dict[str, Database] = {}
+    routed: dict[str, Sequence[str] | None] = {}
+    for name, tables in cands:
+        try:
+            dbs[name] = open_db(name)
+        except TagqlError as exc:
+            raise UnknownDatabase(f"cannot open database '{name}': {exc.one_line()}") from exc
+        routed[name] = tables
+    plan = plan_question(question, [(n, _prompt_schema(dbs[n], routed[n]) or dbs[n].schema) for n in dbs], llm)
+    t_plan = time.perf_counter() - t0
+    steps: list[Step] = []
+
+    def run(db: Database, asked: str, schema: Schema | None, label: str) -> Result:
+        synth = QuerySynthesizer(db, llm, max_tokens=max_tokens, retries=retries, prompt_schema=schema)
+        t = time.perf_counter()
+        try:
+            outcome = synth.run(asked)
+        except _SQL_FAILURES as exc:
+            tried = [{"sql": a.sql, "error": a.error} for a in getattr(exc, "attempts", []) or []]
+            steps.append(Step(label, asked, seconds=time.perf_counter() - t, attempts=tried))
+            raise SubQueryFailed(f"the query on '{label}' failed: {exc.one_line()}") from exc
+        steps.append(Step(label, asked, outcome.sql, len(outcome.result.rows), time.perf_counter() - t,
+                          [{"sql": a.sql, "error": a.error} for a in outcome.attempts if a.error]))
+        return outcome.result
+
+    if len(plan.parts) == 1:
+        part = plan.parts[0]
+        result = run(dbs[part.database], question, _prompt_schema(dbs[part.database], routed[part.database]),
+                     part.database)
+        return CrossOutcome(plan, result, steps, timings={
+            "plan_s": round(t_plan, 3), "total_s": round(time.perf_counter() - t0, 3)})
+    subs: list[SubResult] = []
+    t1 = time.perf_counter()
+    for part in plan.parts:
+        db = dbs[part.database]
+        r = run(db, sub_question(part.question, plan.key), _prompt_schema(db, routed[part.database]), part.database)
+        subs.append(SubResult(part.database, list(r.columns), list(r.rows), r.sql))
+    t_sub = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tagql-cross-", dir=workdir) as tmp:
+        path = Path(tmp) / "joined.duckdb"
+        joined = join_results(subs[0], subs[1], key=plan.key, engine=engine, path=path)
+        t_join = time.perf_counter() - t2
+        t3 = time.perf_counter()
+        table = open_database(path, name="joined")
+        try:
+            result = run(table, final_question(question, plan), None, "joined")
+        finally:
+            table.close()
+    return CrossOutcome(plan, result, steps, joined, timings={
+        "plan_s": round(t_plan, 3), "subqueries_s": round(t_sub, 3), "join_s": round(t_join, 3),
+        "final_s": round(time.perf_counter() - t3, 3), "total_s": round(time.perf_counter() - t0, 3)},
+        notes=list(joined.notes))
+
+
+def _prompt_schema(db: Database, tables: Sequence[str] | None) -> Schema | None:
+    """The schema a sub-query is written from: the whole one for a small database (the router chose its
+    tables for the whole question, not for this database's part), else the routed tables."""
+    if len(db.schema.tables) <= FULL_SCHEMA_TABLES or not tables:
+        return None
+    subset = db.schema.subset(tables)
+    return subset if subset.tables else None

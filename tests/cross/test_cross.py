@@ -1,0 +1,253 @@
+"""Questions across databases (``--method cross``) with a scripted LLM: the plan, the sub-queries, the
+DuckDB join (equal values, and values the LM matches), errors, the Session and the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import tagql
+from tagql.config import load_settings
+from tagql.cross import (
+    CrossPlanError,
+    JoinFailed,
+    SubQueryFailed,
+    SubResult,
+    UnknownDatabase,
+    answer_across,
+    join_results,
+    match_values,
+    parse_plan,
+)
+from tagql.db import open_database
+from tagql.llm.scripted import ScriptedLLM
+from tagql.routing.collection import Collection
+from tagql.tag.cache import OpCache
+from tagql.tag.operators import SemEngine
+
+NATIONALITY = {"Spanish": "Spain", "Argentine": "Argentina", "British": "United Kingdom", "Mexican": "Mexico",
+               "German": "Germany", "Brazilian": "Brazil"}
+PLAN = json.dumps({"key": "country", "parts": [
+    {"database": "racing", "question": "List the id and nationality of every driver"},
+    {"database": "geo", "question": "List the names of countries whose language is Spanish"}]})
+RACING_SQL = "SELECT driverId, nationality AS join_key FROM drivers"
+GEO_SQL = "SELECT Name AS join_key FROM country WHERE Language = 'Spanish'"
+FINAL_SQL = "SELECT COUNT(DISTINCT driverId) FROM joined"
+
+
+def matcher(messages) -> str:
+    """The LM's side of a value match: each numbered item -> the allowed value it means."""
+    items = re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)
+    allowed = re.search(r"allowed answers are these values:\n(.*)\n", messages[0].content).group(1).split("; ")
+    back = {v: k for k, v in NATIONALITY.items()}
+    out = {}
+    for n, v in items:
+        want = NATIONALITY.get(v) or back.get(v)
+        out[n] = want if want in allowed else "none"
+    return json.dumps(out)
+
+
+def scripted(plan: str = PLAN, racing: str = RACING_SQL, geo: str = GEO_SQL, final: str = FINAL_SQL) -> ScriptedLLM:
+    def reply(messages) -> str:
+        head = messages[0].content
+        if head.startswith("You split a question"):
+            return plan
+        if head.startswith("You match names"):
+            return matcher(messages)
+        if "CREATE TABLE joined" in head:
+            return final
+        if "CREATE TABLE drivers" in head:
+            return racing
+        if "CREATE TABLE country" in head:
+            return geo
+        return "SELECT 1"
+    return ScriptedLLM(reply)
+
+
+def engine_for(llm, cache: OpCache | None = None) -> SemEngine:
+    return SemEngine(llm, cache=cache if cache is not None else OpCache(None), max_calls=50)
+
+
+# -- the plan ------------------------------------------------------------------------------------------
+
+def test_plan_is_parsed_checked_against_the_candidates_and_merged():
+    plan = parse_plan(PLAN, ["racing", "geo", "music"], "How many drivers are from Spanish-speaking countries?")
+    assert plan.databases == ["racing", "geo"] and plan.key == "country"
+    assert plan.parts[1].question == "List the names of countries whose language is Spanish"
+    one = parse_plan('{"key": "", "parts": [{"database": "geo", "question": "x"}, {"database": "geo", "question": "y"}]}',
+                     ["geo"], "How many countries?")
+    assert one.databases == ["geo"] and one.parts[0].question == "How many countries?"  # one database: as asked
+    with pytest.raises(CrossPlanError, match="not among the routed ones"):
+        parse_plan('{"key": "x", "parts": [{"database": "nowhere", "question": "q"}]}', ["geo"], "q")
+    with pytest.raises(CrossPlanError, match="not JSON"):
+        parse_plan("I think racing and geo", ["geo"], "q")
+    with pytest.raises(CrossPlanError, match="names no database"):
+        parse_plan('{"key": "x", "parts": []}', ["geo"], "q")
+
+
+# -- the join ------------------------------------------------------------------------------------------
+
+def test_equal_values_join_in_duckdb_without_the_lm():
+    left = SubResult("music", ["id", "citizenship"], [(1, "Spain"), (2, "Germany"), (3, "Japan"), (4, "spain ")])
+    right = SubResult("geo", ["Name", "Continent"], [("Spain", "Europe"), ("Germany", "Europe")])
+    out = join_results(left, right, key="country", engine=None)
+    assert (out.left_key, out.right_key, out.exact, out.lm_matched) == ("citizenship", "Name", 2, {})
+    assert sorted(r[0] for r in out.rows) == [1, 2, 4]  # case and blanks aside
+    assert out.columns == ["id", "citizenship", "Name", "Continent"]
+
+
+def test_values_written_differently_are_matched_by_the_lm_batched_and_cached(tmp_path: Path):
+    left = SubResult("racing", ["driverId", "nationality"], [(i, n) for i, _, n in _drivers()])
+    right = SubResult("geo", ["Name"], [("Spain",), ("Argentina",), ("Mexico",)])
+    llm = ScriptedLLM(matcher)
+    cache = OpCache(tmp_path / "ops.sqlite")
+    out = join_results(left, right, key="country", engine=engine_for(llm, cache))
+    # the side with fewer unmatched values (geo: 3) is matched into the other's values: one batch, one call
+    assert out.lm_side == "geo" and llm.usage.calls == 1
+    assert out.lm_matched == {"Spanish": "Spain", "Argentine": "Argentina", "Mexican": "Mexico"}
+    assert sorted(r[0] for r in out.rows) == [1, 2, 3, 5]
+    # the reply is constrained to the other side's values or none
+    schema = llm.constraints[0]
+    assert schema["properties"]["1"]["enum"][-1] == "none" and "Spanish" in schema["properties"]["1"]["enum"]
+    again = ScriptedLLM(matcher)
+    assert join_results(left, right, key="country", engine=engine_for(again, cache)).lm_matched == out.lm_matched
+    assert again.usage.calls == 0  # cached
+
+
+def test_match_values_batches_and_ignores_answers_outside_the_options():
+    values = [f"v{i}" for i in range(10)]
+    llm = ScriptedLLM(lambda m: json.dumps({n: ("A" if n == "1" else "Zed") for n in
+                                            re.findall(r"(\d+)\. <item>", m[-1].content)}))
+    found = match_values(values, ["A", "B"], "thing", engine_for(llm), batch=8)
+    assert llm.usage.calls == 2 and found == {"v0": "A", "v8": "A"}  # "Zed" is no option: no match
+
+
+def test_join_of_an_empty_sub_result_is_one_line():
+    with pytest.raises(JoinFailed, match="returned no rows"):
+        join_results(SubResult("geo", ["Name"], []), SubResult("music", ["citizenship"], [("Spain",)]))
+
+
+# -- end to end on two SQLite databases ----------------------------------------------------------------
+
+def _drivers():
+    from tests.cross.conftest import DRIVERS
+    return DRIVERS
+
+
+def _open(two_dbs):
+    return lambda name: open_database(two_dbs[name], name=name) if name in two_dbs else _missing(name)
+
+
+def _missing(name):
+    from tagql.routing.errors import DatabaseGone
+    raise DatabaseGone(f"database '{name}' is not in collection 'test'")
+
+
+def test_answer_across_two_sqlite_databases(two_dbs):
+    llm = scripted()
+    out = answer_across("How many drivers are from countries whose language is Spanish?",
+                        [("racing", None), ("geo", None)], llm=llm, open_db=_open(two_dbs), engine=engine_for(llm))
+    assert out.result.rows == [(4,)]  # Alonso, Sainz, Fangio, Perez
+    assert [s.database for s in out.steps] == ["racing", "geo", "joined"]
+    assert out.steps[0].sql.startswith("SELECT driverId") and out.sql == FINAL_SQL
+    assert out.join.lm_matched == {"Spanish": "Spain", "Argentine": "Argentina", "Mexican": "Mexico"}
+    # each sub-question asks for the shared entity as join_key; the final one says the parts hold already
+    assert any("column named join_key" in m.content for p in llm.prompts for m in p)
+    assert {"plan_s", "subqueries_s", "join_s", "final_s", "total_s"} <= set(out.timings)
+
+
+def test_a_question_on_one_database_is_answered_there(two_dbs):
+    plan = '{"key": "", "parts": [{"database": "racing", "question": "How many drivers?"}]}'
+    llm = scripted(plan=plan, racing="SELECT COUNT(*) FROM drivers")
+    out = answer_across("How many drivers are there?", [("racing", None), ("geo", None)], llm=llm,
+                        open_db=_open(two_dbs))
+    assert out.result.rows == [(7,)] and out.join is None and [s.database for s in out.steps] == ["racing"]
+
+
+def test_a_failing_sub_query_is_one_line(two_dbs):
+    llm = scripted(racing="SELECT nationalty FROM drivers")  # a typo, every try
+    with pytest.raises(SubQueryFailed, match="the query on 'racing' failed") as err:
+        answer_across("How many drivers are from Spanish-speaking countries?", [("racing", None), ("geo", None)],
+                      llm=llm, open_db=_open(two_dbs))
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_database_is_one_line(two_dbs):
+    with pytest.raises(UnknownDatabase, match="cannot open database 'nowhere'"):
+        answer_across("q?", [("nowhere", None)], llm=scripted(), open_db=_open(two_dbs))
+
+
+# -- the Session and the CLI ---------------------------------------------------------------------------
+
+@pytest.fixture()
+def collection(two_dbs, tmp_path: Path) -> Collection:
+    coll = Collection.create("crosstest", path=tmp_path / "collections" / "crosstest")
+    for name in ("racing", "geo", "music"):
+        coll.add_database(str(two_dbs[name]))
+    coll.save()
+    return coll
+
+
+def test_session_ask_method_cross(collection, monkeypatch):
+    monkeypatch.setenv("TAGQL_TAG__CACHE", "false")
+    llm = scripted()
+    session = tagql.connect(collection=collection, llm=llm, settings=load_settings(), route_method="bm25")
+    events: list[str] = []
+    a = session.ask("How many drivers are from countries whose language is Spanish?", method="cross",
+                    on_event=lambda name, data: events.append(name))
+    assert a.values == [4] and a.method == "cross" and a.database == "racing + geo" and a.sql == FINAL_SQL
+    assert a.plan.model_dump()["cross"]["join"]["lm_side"] == "geo" and a.tokens["calls"] == 5
+    assert events[0] == "routed" and events[-2:] == ["answer", "done"] and "plan" in events
+    assert a.answer == "Answer: 4."
+
+
+def test_method_cross_needs_a_collection(two_dbs):
+    session = tagql.connect(two_dbs["racing"], llm=scripted(), settings=load_settings())
+    with pytest.raises(tagql.api.UsageError, match="across the databases of a collection"):
+        session.ask("How many drivers?", method="cross")
+
+
+def test_cli_ask_method_cross(collection, monkeypatch):
+    from typer.testing import CliRunner
+
+    from tagql.cli import app
+
+    monkeypatch.setenv("TAGQL_COLLECTIONS_DIR", str(collection.path.parent))
+    monkeypatch.setenv("TAGQL_TAG__CACHE", "false")
+    monkeypatch.setattr("tagql.api.make_llm", lambda *a, **k: scripted())
+    args = ["ask", "How many drivers are from countries whose language is Spanish?", "--collection", "crosstest",
+            "--method", "cross", "--route-method", "bm25"]
+    js = CliRunner().invoke(app, [*args, "--json"])
+    assert js.exit_code == 0, js.output
+    got = json.loads(js.stdout.splitlines()[-1])
+    assert got["method"] == "cross" and got["values"] == [4] and got["database"] == "racing + geo"
+    text = CliRunner().invoke(app, args)
+    assert text.exit_code == 0 and "answer: Answer: 4." in text.output, text.output
+    one = CliRunner().invoke(app, ["ask", "How many?", "--db", str(collection.target("racing")), "--method", "cross"])
+    assert one.exit_code == 2 and "collection" in one.output
+
+
+# -- the benchmark set -----------------------------------------------------------------------------------
+
+def test_every_gold_answer_of_the_cross_set_is_reproduced_by_its_sql(shared_data: Path):
+    from bench.ask.cross import SPIDER_DBS, exact_match, gold_rows, questions
+
+    items = questions()
+    assert len(items) >= 30 and {q["split"] for q in items} == {"dev", "test"}
+    assert all(len(q["databases"]) == 2 for q in items)
+    for q in items:
+        got = gold_rows(q, shared_data / "spider" / "database")
+        assert got and exact_match(q["answer"], ["v"], [[v] for v in got]), q["id"]
+    assert SPIDER_DBS.name == "database"
+
+
+def test_exact_match_compares_sets_numbers_and_text():
+    from bench.ask.cross import exact_match
+
+    assert exact_match([56], ["COUNT(*)"], [[56]]) and exact_match([44.3], ["s"], [[44.30000001]])
+    assert exact_match(["a", "B"], ["id", "name"], [[1, "b"], [2, "A "]])  # some column, as a set
+    assert not exact_match(["a", "b"], ["name"], [["a"]]) and not exact_match([56], ["n"], [])
+    assert exact_match(["Argentina"], ["country", "n"], [["Argentina", 24]])  # one row holding the value
