@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--offset", type=int, default=0)
     ap.add_argument("--collection", default=COLLECTION)
     ap.add_argument("--llm", default=None, help="local | openai (default: configured)")
+    ap.add_argument("--max-minutes", type=float, default=0, help="start no new question after this (resume later)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     if args.verify:
@@ -142,20 +143,26 @@ def main(argv: list[str] | None = None) -> None:
     chunk = items[args.offset: args.offset + args.limit] if args.limit else items[args.offset:]
     methods = [m for m in args.methods.split(",") if m]
     session = tagql.connect(collection=coll, llm=args.llm)
+    started = time.perf_counter()
     for item in chunk:
+        if args.max_minutes and time.perf_counter() - started > args.max_minutes * 60:
+            print("--max-minutes reached: run again to resume", file=sys.stderr)
+            break
         for method in methods:
             if (item["id"], method) in done:
                 continue
             t = time.perf_counter()
             rec: dict[str, Any] = {"id": item["id"], "method": method, "split": item["split"]}
+            usage = session.llm(method).usage
+            before = usage.snapshot()
             try:
                 a = session.ask(item["question"], method=method, **({"force": True} if method == "sql" else {}))
                 rec.update(database=a.database, sql=a.sql, columns=a.columns, rows=a.rows[:50],
-                           calls=a.tokens.get("calls", 0),
                            plan=(a.plan.model_dump().get("cross") if a.plan is not None else None),
                            em=exact_match(item["answer"], a.columns, a.rows))
             except tagql.TagqlError as exc:
-                rec.update(error=exc.one_line(), em=False, calls=None)
+                rec.update(error=exc.one_line(), em=False, plan=getattr(exc, "details", None))
+            rec["calls"] = usage.since(before)["calls"]
             rec["seconds"] = round(time.perf_counter() - t, 2)
             done[(item["id"], method)] = rec
             with partial.open("a") as f:

@@ -28,7 +28,8 @@ A database can only answer about its own tables. When the question needs facts f
 name the entity both share (a country, a city, a person...) as "key", and write for each database \
 a sub-question that lists that entity together with what the question needs from that database \
 (its names or ids, and the values to count, filter or compare). Keep the conditions of a database \
-in its own sub-question. When one database answers everything, return one part with the question itself.
+in its own sub-question. Write sub-questions in plain words, as a person would ask them, not with \
+column names. When one database answers everything, return one part with the question itself.
 Reply with JSON only: {"key": "...", "parts": [{"database": "...", "question": "..."}]}"""
 
 PLAN_EXAMPLE_USER = """\

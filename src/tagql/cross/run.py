@@ -39,9 +39,11 @@ class UnknownDatabase(TagqlError):
 
 
 class SubQueryFailed(TagqlError):
-    """One database's part of the question could not be answered."""
+    """One database's part of the question could not be answered. ``details``: the plan and the queries
+    tried so far."""
 
     hint = "ask that database the part it holds directly, or rephrase the question"
+    details: dict[str, Any] | None = None
 
 
 @dataclass
@@ -86,8 +88,8 @@ def sub_question(question: str, key: str) -> str:
 
 def final_question(question: str, plan: CrossPlan) -> str:
     """The question over the joined table, saying that each part's conditions already hold there."""
-    done = "; ".join(f"{p.database}: {p.question}" for p in plan.parts)
-    return (f"{question}\n(The table joined already holds only the rows that answer these parts, "
+    done = "; ".join(p.question.rstrip(" .?") for p in plan.parts)
+    return (f"{question}\n(The table joined is the only table. Its rows already answer these parts, "
             f"joined on the {plan.key or 'shared entity'}: {done}. Do not filter them again.)")
 
 
@@ -119,14 +121,17 @@ def answer_across(
     steps: list[Step] = []
 
     def run(db: Database, asked: str, schema: Schema | None, label: str) -> Result:
-        synth = QuerySynthesizer(db, llm, max_tokens=max_tokens, retries=retries, prompt_schema=schema)
+        # one more repair than a plain question: a sub-question is the model's own wording, not the user's
+        synth = QuerySynthesizer(db, llm, max_tokens=max_tokens, retries=retries + 1, prompt_schema=schema)
         t = time.perf_counter()
         try:
             outcome = synth.run(asked)
         except _SQL_FAILURES as exc:
             tried = [{"sql": a.sql, "error": a.error} for a in getattr(exc, "attempts", []) or []]
             steps.append(Step(label, asked, seconds=time.perf_counter() - t, attempts=tried))
-            raise SubQueryFailed(f"the query on '{label}' failed: {exc.one_line()}") from exc
+            failed = SubQueryFailed(f"the query on '{label}' failed: {exc.one_line()}")
+            failed.details = {**plan.to_dict(), "steps": [s.to_dict() for s in steps]}
+            raise failed from exc
         steps.append(Step(label, asked, outcome.sql, len(outcome.result.rows), time.perf_counter() - t,
                           [{"sql": a.sql, "error": a.error} for a in outcome.attempts if a.error]))
         return outcome.result
