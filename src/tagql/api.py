@@ -222,7 +222,7 @@ class Session:
         else:
             name = self.name
         route_s = time.perf_counter() - t0
-        pipeline = self._pipeline(name, method, tables, k)
+        pipeline = self._pipeline(name, method, tables, k, question)
         if method == "sql":
             answer = pipeline.ask(question, k=k, on_event=emit, history=turns)
         else:
@@ -368,9 +368,13 @@ class Session:
                                                         embedder=self.embedder, progress=self.step_progress)
         return self._retrievers[name]
 
-    def _pipeline(self, name: str, method: str, tables: list[str] | None, k: int | None) -> TagQL:
+    def _pipeline(self, name: str, method: str, tables: list[str] | None, k: int | None, question: str = "") -> TagQL:
+        from tagql.routing.linking import linked_schema
+
         db = self.database(name if self.is_collection else None)
-        subset = db.schema.subset(tables) if tables else None
+        answer = self.settings.answer
+        subset = (linked_schema(db.schema, tables, question, max_bridges=answer.join_path_tables,
+                                max_columns=answer.max_prompt_columns) if tables else None)
         return TagQL(db, self.llm(method), settings=self._settings_for(method), knowledge=self._retriever(name),
                      knowledge_k=k, prompt_schema=subset if subset and subset.tables else None,
                      embedder=self._embedder, examples=self.examples_for(db.name) if method == "sql" else None,

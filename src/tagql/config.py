@@ -86,6 +86,12 @@ class AnswerSettings(BaseModel):
     max_answer_tokens: int = 160
     max_sql_tokens: int = 384
     sql_retries: int = 1
+    # the SQL prompt of a routed question (a collection, or one wide database): the routed tables plus up to
+    # join_path_tables tables on the foreign-key paths between them, and in a table of more than
+    # max_prompt_columns columns only its keys, the columns the question names and the first ones
+    # (routing/linking.py; measured by bench/routing/wide_ex.py)
+    join_path_tables: int = Field(default=3, ge=0)
+    max_prompt_columns: int = Field(default=40, ge=1)
     # execution-guided SQL candidates (text2sql/candidates.py): the greedy query plus sql_candidates - 1 sampled
     # at sql_candidate_temperature (parallel sequences of one llama.cpp context), all run; the result most agree
     # on wins (sql_candidate_policy). 1 = greedy only. Measured by bench/ask/candidates.py (docs/benchmarks.md)

@@ -1,0 +1,198 @@
+"""Wide-schema answering (issue 37 item 2): Spider dev's databases merged into ONE SQLite database (data
+included; tables renamed ``<db>__<table>``, keys and foreign keys kept), asked the same Spider dev questions
+as their own small databases, end to end with the local model.
+
+* ``own``: ``tagql.connect(db=<its own database>)``, the whole (small) schema in the prompt;
+* ``wide``: ``tagql.connect(collection=<a one-database collection of the merged database>)``: the router
+  picks the tables, the SQL prompt shows them plus the tables on the foreign-key paths between them and,
+  in a table over ``answer.max_prompt_columns`` columns, the columns that matter (routing/linking.py).
+
+EX compares the answer's rows with the gold SQL's on the question's own database (the merged tables hold
+the same rows). Reported per condition: EX, SQL-prompt tokens p50/p95 (the first model call of each
+question), routing ms, warm ask p50. Questions: ``--per-db`` per database of Spider dev, a fixed seeded
+sample (nothing here is tuned; the prompts and the linking rules were not fitted to these questions).
+
+    python -m bench.routing.wide_ex --per-db 2 --work /tmp/wide_ex     # 40 questions, 20 databases
+
+Prints a table and writes bench/results/routing/wide_ex.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sqlite3
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import common
+from bench.ask.bird import pct, rows_match
+from tagql.config import load_settings
+from tagql.db import open_database
+from tagql.db.schema import Schema
+from tagql.errors import TagqlError
+
+DATA = common.DATA
+SEP = "__"
+
+
+def merge_databases(dbs: list[str], out: Path) -> dict[str, Any]:
+    """One SQLite file with every table of ``dbs`` as ``<db>__<table>`` (columns, primary and foreign keys
+    declared as in Spider's tables.json, rows copied)."""
+    entries = {e["db_id"]: e for e in json.loads((DATA / "spider" / "tables.json").read_text())}
+    if out.exists():
+        out.unlink()
+    con = sqlite3.connect(out)
+    tables = columns = 0
+    for db in dbs:
+        schema = Schema.from_spider(entries[db])
+        con.execute("ATTACH DATABASE ? AS src", (f"file:{DATA / 'spider' / 'database' / db / f'{db}.sqlite'}?mode=ro",))
+        for t in schema.tables:
+            q = lambda name: '"' + name.replace('"', '""') + '"'  # noqa: E731
+            cols = [f"{q(c.name)} {c.type or ''}".rstrip() for c in t.columns]
+            pk = [c.name for c in t.columns if c.primary_key]
+            if pk:
+                cols.append(f"PRIMARY KEY ({', '.join(map(q, pk))})")
+            for fk in t.foreign_keys:
+                cols.append(f"FOREIGN KEY ({', '.join(map(q, fk.columns))}) REFERENCES "
+                            f"{q(db + SEP + fk.ref_table)}({', '.join(map(q, fk.ref_columns))})")
+            name = q(db + SEP + t.name)
+            con.execute(f"CREATE TABLE {name} ({', '.join(cols)})")
+            names = ", ".join(q(c.name) for c in t.columns)
+            try:
+                con.execute(f"INSERT OR IGNORE INTO {name} ({names}) SELECT {names} FROM src.{q(t.name)}")
+            except sqlite3.Error as exc:  # a tables.json column the file spells otherwise: keep the table empty
+                print(f"  {db}.{t.name}: rows not copied ({exc})")
+            tables += 1
+            columns += len(t.columns)
+        con.commit()
+        con.execute("DETACH DATABASE src")
+    con.close()
+    return {"databases": len(dbs), "tables": tables, "columns": columns, "bytes": out.stat().st_size}
+
+
+class FirstPromptTokens:
+    """The model, recording the prompt tokens of the first call of each question (the SQL prompt)."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm, self.first, self._fresh = llm, [], True
+
+    def next_question(self) -> None:
+        self._fresh = True
+
+    def complete(self, messages: Any, **kw: Any) -> Any:
+        c = self.llm.complete(messages, **kw)
+        if self._fresh:
+            self.first.append(c.prompt_tokens)
+            self._fresh = False
+        return c
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.llm, name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--per-db", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=37)
+    ap.add_argument("--work", default="/tmp/tagql_wide_ex", help="scratch folder for the merged database and collection")
+    ap.add_argument("--conditions", default="own,wide")
+    ap.add_argument("--dbs", choices=("all", "dev"), default="all",
+                    help="merge every Spider database that ships (163, ~870 tables) or only Spider dev's 19")
+    ap.add_argument("--prepare", action="store_true", help="merge and index only (no model), for a later run")
+    ap.add_argument("--out", default=str(common.result_path("routing", "wide_ex")))
+    args = ap.parse_args(argv)
+    run = common.Run(__spec__, argv)
+    import os
+
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ["TAGQL_COLLECTIONS_DIR"] = str(work / "collections")
+    settings = load_settings()
+    settings.llm.persist_prefixes = False
+    dev = json.loads((DATA / "spider" / "dev.json").read_text())
+    # Spider dev's databases whose file ships (wta_1's does not)
+    ships = lambda d: (DATA / "spider" / "database" / d / f"{d}.sqlite").exists()  # noqa: E731
+    dbs = sorted(d for d in {e["db_id"] for e in dev} if ships(d))
+    rng = random.Random(args.seed)
+    chosen = []
+    for db in dbs:
+        qs = [e for e in dev if e["db_id"] == db]
+        chosen += rng.sample(qs, min(args.per_db, len(qs)))
+    merged_dbs = dbs if args.dbs == "dev" else sorted(e["db_id"] for e in json.loads((DATA / "spider" / "tables.json").read_text())
+                                                     if ships(e["db_id"]))
+    target = work / f"spider_{args.dbs}_wide.sqlite"
+    import tagql
+    from tagql.api import index_collection
+    from tagql.llm import make_llm
+
+    name = f"spider_{args.dbs}_wide"
+    meta_file = work / f"{name}.json"
+    if args.prepare or not meta_file.exists():
+        t = time.perf_counter()
+        merged = merge_databases(merged_dbs, target)
+        merged["merge_s"] = round(time.perf_counter() - t, 1)
+        print(f"merged: {merged}")
+        t = time.perf_counter()
+        last = [""]
+
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage != last[0] or done == total:
+                print(f"  index: {stage} {done}/{total} ({time.perf_counter() - t:.0f} s)", flush=True)
+                last[0] = stage
+
+        info = index_collection(name, databases=[str(target)], progress=tick, settings=settings)
+        merged["index_s"] = round(time.perf_counter() - t, 1)
+        merged["index"] = {k: v for k, v in info.items() if k != "ok"}
+        meta_file.write_text(json.dumps(merged))
+        if args.prepare:
+            return
+    merged = json.loads(meta_file.read_text())
+    llm = FirstPromptTokens(make_llm(settings))
+    records = []
+    for cond in args.conditions.split(","):
+        wide = tagql.connect(collection=name, llm=llm, settings=settings) if cond == "wide" else None
+        for i, e in enumerate(chosen):
+            gold_db = open_database(DATA / "spider" / "database" / e["db_id"] / f"{e['db_id']}.sqlite")
+            session = wide or tagql.connect(db=str(DATA / "spider" / "database" / e["db_id"] / f"{e['db_id']}.sqlite"),
+                                            llm=llm, settings=settings)
+            llm.next_question()
+            rec: dict[str, Any] = {"condition": cond, "db": e["db_id"], "question": e["question"]}
+            start = time.perf_counter()
+            try:
+                answer = session.ask(e["question"], force=True) if wide else session.ask(e["question"])
+                gold = gold_db.execute(e["query"], timeout_s=60, row_cap=1_000_000).rows
+                rec.update(sql=answer.sql, correct=rows_match([tuple(r) for r in answer.rows], gold) and not answer.truncated,
+                           route_ms=round(1000 * answer.timings.get("route_s", 0.0), 1),
+                           routed=answer.routing[0].tables if answer.routing else None)
+            except TagqlError as exc:
+                rec.update(correct=False, error=exc.one_line())
+            rec["wall_s"] = round(time.perf_counter() - start, 3)
+            rec["prompt_tokens"] = llm.first[-1] if llm.first and not llm._fresh else None
+            rec["cold"] = i == 0
+            records.append(rec)
+            print(f"  {cond} {i + 1}/{len(chosen)} {e['db_id']}: {'ok' if rec['correct'] else 'x'} {rec['wall_s']} s "
+                  f"{rec['prompt_tokens']} tokens", flush=True)
+    summary = {}
+    print(f"{'condition':<10}{'n':>4}{'EX':>8}{'prompt p50':>12}{'prompt p95':>12}{'route ms p50':>14}{'warm p50 s':>12}")
+    for cond in args.conditions.split(","):
+        rs = [r for r in records if r["condition"] == cond]
+        toks = [r["prompt_tokens"] for r in rs if r["prompt_tokens"]]
+        warm = [r["wall_s"] for r in rs if not r["cold"]]
+        s = {"n": len(rs), "ex": round(sum(r["correct"] for r in rs) / len(rs), 4),
+             "prompt_tokens_p50": statistics.median(toks) if toks else None, "prompt_tokens_p95": pct(toks, 0.95),
+             "route_ms_p50": statistics.median([r.get("route_ms", 0) for r in rs]),
+             "warm_p50_s": round(statistics.median(warm), 2) if warm else None}
+        summary[cond] = s
+        print(f"{cond:<10}{s['n']:>4}{s['ex']:>8.3f}{s['prompt_tokens_p50']!s:>12}{s['prompt_tokens_p95']!s:>12}"
+              f"{s['route_ms_p50']!s:>14}{s['warm_p50_s']!s:>12}")
+    run.save(args.out, {"merged": merged, "merged_databases": args.dbs,
+                        "questions": len(chosen), "seed": args.seed, "summary": summary, "records": records})
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Schema linking for wide databases: what of the routed tables the SQL prompt shows.
+
+A database of a thousand tables cannot go into a prompt, and the router's tables alone miss the table
+that joins two of them (``singer_in_concert`` between ``singer`` and ``concert``). So the prompt gets:
+
+1. the routed tables;
+2. the tables on the shortest foreign-key paths between them (:func:`join_path_tables`, at most
+   ``max_bridges`` added), so every routed table can be joined to the others as the schema declares;
+3. within each table of more than ``max_columns`` columns (one column per date, a 1,269-column fact
+   table), only its keys, the columns the question names (a word of the question in the column's name or
+   description, up to a plural/verb ending) and then the first columns in declared order up to the cap
+   (:func:`link_columns`). A table within the cap is shown whole, so the small schemas most databases
+   have are rendered byte for byte as before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable, Sequence
+
+from tagql.db.schema import Column, Schema, Table
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("a an the of in on at to for by with and or is are was were be what which who whom how many "
+                  "much list show give find all each every their its this that those these than from as".split())
+
+
+def _stems(text: str) -> set[str]:
+    out = set()
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower().replace("_", " ")
+    for w in _WORD.findall(spaced):
+        if w in _STOP or len(w) < 2:
+            continue
+        out.add(w)
+        for end in ("ies", "es", "s", "ing", "ed"):
+            if w.endswith(end) and len(w) - len(end) >= 3:
+                out.add(w[: -len(end)] + ("y" if end == "ies" else ""))
+    return out
+
+
+def _neighbours(schema: Schema) -> dict[str, set[str]]:
+    """Undirected foreign-key adjacency by lower-cased table name."""
+    adj: dict[str, set[str]] = {t.name.lower(): set() for t in schema.tables}
+    for t in schema.tables:
+        for fk in t.foreign_keys:
+            ref = fk.ref_table.lower()
+            if ref in adj and ref != t.name.lower():
+                adj[t.name.lower()].add(ref)
+                adj[ref].add(t.name.lower())
+    return adj
+
+
+def _between(adj: dict[str, set[str]], start: str, goal: str, max_hops: int) -> list[str] | None:
+    """The tables strictly between ``start`` and ``goal`` on a shortest path of at most ``max_hops`` joins."""
+    prev: dict[str, str | None] = {start: None}
+    queue = deque([(start, 0)])
+    while queue:
+        node, hops = queue.popleft()
+        if node == goal:
+            inner = []
+            step = prev[node]
+            while step is not None and step != start:
+                inner.append(step)
+                step = prev[step]
+            return inner[::-1]
+        if hops == max_hops:
+            continue
+        for nxt in sorted(adj.get(node, ())):
+            if nxt not in prev:
+                prev[nxt] = node
+                queue.append((nxt, hops + 1))
+    return None
+
+
+def join_path_tables(schema: Schema, tables: Sequence[str], *, max_bridges: int = 3, max_hops: int = 3) -> list[str]:
+    """Tables not among ``tables`` on the shortest foreign-key path (at most ``max_hops`` joins) between two
+    of them, in order of discovery, at most ``max_bridges``. Two tables joined directly, or through a table
+    already shown, need none."""
+    adj = _neighbours(schema)
+    chosen = list(dict.fromkeys(t.lower() for t in tables if t.lower() in adj))
+    added: list[str] = []
+    shown = set(chosen)
+    for i, a in enumerate(chosen):
+        for b in chosen[i + 1:]:
+            if b in adj[a] or any(a in adj[m] and b in adj[m] for m in shown):
+                continue
+            inner = _between(adj, a, b, max_hops)
+            new = [t for t in inner or [] if t not in shown]
+            if inner and len(added) + len(new) <= max_bridges:
+                added += new
+                shown.update(new)
+    names = {t.name.lower(): t.name for t in schema.tables}
+    return [names[t] for t in added]
+
+
+def link_columns(table: Table, question: str, *, max_columns: int = 40) -> Table:
+    """``table`` with at most ``max_columns`` columns: its keys, then the columns the question names, then the
+    first ones in declared order (shown in declared order); the table itself when within the cap."""
+    if len(table.columns) <= max_columns:
+        return table
+    fk_cols = {c.lower() for fk in table.foreign_keys for c in fk.columns}
+    words = _stems(question)
+    keys = [c for c in table.columns if c.primary_key or c.name.lower() in fk_cols]
+    named = [c for c in table.columns if c not in keys
+             and (_stems(c.name) & words or (c.description and _stems(c.description) & words))]
+    rest = [c for c in table.columns if c not in keys and c not in named]
+    picked = {id(c) for c in [*keys, *named, *rest][:max_columns]}
+    shown: list[Column] = [c for c in table.columns if id(c) in picked]
+    kept = {c.name.lower() for c in shown}
+    fks = [fk for fk in table.foreign_keys if all(c.lower() in kept for c in fk.columns)]
+    note = f"{len(table.columns) - len(shown)} more columns not shown"
+    return Table(table.name, shown, fks, f"{table.description} ({note})" if table.description else f"({note})")
+
+
+def linked_schema(schema: Schema, tables: Iterable[str], question: str, *, max_bridges: int = 3,
+                  max_columns: int = 40) -> Schema:
+    """What the SQL prompt shows of ``schema`` for ``question`` routed to ``tables`` (see the module)."""
+    tables = list(tables)
+    wanted = {t.lower() for t in [*tables, *join_path_tables(schema, tables, max_bridges=max_bridges)]}
+    return Schema(schema.name, [link_columns(t, question, max_columns=max_columns)
+                                for t in schema.tables if t.name.lower() in wanted], schema.dialect)

@@ -1,0 +1,76 @@
+"""Schema linking for routed questions (routing/linking.py): the tables that join the routed ones, and only
+the columns that matter of a very wide table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import tagql
+from tagql.config import load_settings
+from tagql.db.schema import Column, ForeignKey, Schema, Table
+from tagql.llm.scripted import ScriptedLLM
+from tagql.models import RouteCandidate
+from tagql.routing.collection import Collection
+from tagql.routing.linking import join_path_tables, link_columns, linked_schema
+
+
+def concerts() -> Schema:
+    return Schema("concert_singer", [
+        Table("stadium", [Column("stadium_id", "INT", True), Column("name", "TEXT")]),
+        Table("singer", [Column("singer_id", "INT", True), Column("name", "TEXT"), Column("country", "TEXT")]),
+        Table("concert", [Column("concert_id", "INT", True), Column("stadium_id", "INT")],
+              [ForeignKey(["stadium_id"], "stadium", ["stadium_id"])]),
+        Table("singer_in_concert", [Column("concert_id", "INT"), Column("singer_id", "INT")],
+              [ForeignKey(["concert_id"], "concert", ["concert_id"]), ForeignKey(["singer_id"], "singer", ["singer_id"])]),
+        Table("ticket", [Column("ticket_id", "INT", True)]),
+    ])
+
+
+def test_the_table_that_joins_two_routed_tables_is_added() -> None:
+    assert join_path_tables(concerts(), ["singer", "concert"]) == ["singer_in_concert"]
+    # two hops: singer -> singer_in_concert -> concert -> stadium
+    assert join_path_tables(concerts(), ["singer", "stadium"]) == ["singer_in_concert", "concert"]
+
+
+def test_no_bridge_when_joined_already_or_unreachable_or_over_the_budget() -> None:
+    s = concerts()
+    assert join_path_tables(s, ["concert", "stadium"]) == []  # a direct key
+    assert join_path_tables(s, ["singer", "concert", "singer_in_concert"]) == []
+    assert join_path_tables(s, ["singer", "ticket"]) == []  # no key path at all
+    assert join_path_tables(s, ["singer", "stadium"], max_bridges=1) == []  # needs two
+    assert join_path_tables(s, ["singer", "concert"], max_bridges=0) == []
+
+
+def wide_table() -> Table:
+    cols = [Column("id", "INT", True), Column("region_id", "INT")] + [Column(f"d_2020_{i:04d}", "REAL") for i in range(1200)]
+    cols.append(Column("revenue_total", "REAL", description="total revenue of the year"))
+    return Table("metrics", cols, [ForeignKey(["region_id"], "region", ["id"])])
+
+
+def test_a_wide_table_shows_its_keys_the_named_columns_and_the_first_ones_up_to_the_cap() -> None:
+    t = link_columns(wide_table(), "What was the total revenue per region?", max_columns=10)
+    names = [c.name for c in t.columns]
+    assert len(names) == 10 and names[:2] == ["id", "region_id"] and names[-1] == "revenue_total"
+    assert names[2:9] == [f"d_2020_{i:04d}" for i in range(7)]  # declared order kept
+    assert t.foreign_keys and "1193 more columns not shown" in t.description
+
+
+def test_a_table_within_the_cap_is_shown_unchanged() -> None:
+    s = concerts()
+    assert link_columns(s.tables[1], "anything", max_columns=3) is s.tables[1]
+    linked = linked_schema(s, ["singer", "concert"], "Which singers sang in a concert?")
+    assert [t.name for t in linked.tables] == ["singer", "concert", "singer_in_concert"]
+    assert linked.subset(["singer"]).to_prompt() == s.subset(["singer"]).to_prompt()
+
+
+def test_a_routed_question_gets_the_join_table_in_its_prompt(tmp_path: Path, shared_data: Path) -> None:
+    coll = Collection.create("one", path=tmp_path / "coll")
+    coll.add_database(str(shared_data / "spider" / "database" / "concert_singer" / "concert_singer.sqlite"))
+    coll.save()
+    llm = ScriptedLLM(["SELECT COUNT(*) FROM singer", "6."])
+    routed = tagql.connect(collection=coll, llm=llm, settings=load_settings(), route_method="bm25")
+    pick = lambda cands: RouteCandidate(database="concert_singer", tables=["singer", "concert"])  # noqa: E731
+    routed.ask("How many singers performed in a concert in 2014?", choose=pick)
+    prompt = llm.prompts[0][0].content
+    shown = [line.split()[2] for line in prompt.splitlines() if line.startswith("CREATE TABLE")]
+    assert shown == ["concert", "singer", "singer_in_concert"]  # in the database's order, the bridge added
