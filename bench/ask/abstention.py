@@ -116,16 +116,22 @@ def signals(out_jsonl: Path, limit_s: float) -> None:
             db = open_database(database_path(name), settings=settings.db)
             system_message = QuerySynthesizer(db, llm).system_message()
             vocab = database_vocabulary(db)
-            for q in qs:
-                p, secs = {}, {}
+            qs = list(qs)
+            for i in range(0, len(qs), 20):  # each prompt over 20 questions in a row: the KV cache keeps the
+                chunk = qs[i:i + 20]         # worked examples evaluated, so each call reads only its question
+                p: dict[str, dict[str, float | None]] = defaultdict(dict)
+                secs: dict[str, dict[str, float]] = defaultdict(dict)
                 for variant in VARIANTS:
-                    t0 = time.perf_counter()
-                    p[variant] = answerable_probability(llm, system_message, q["question"], variant=variant)
-                    secs[variant] = round(time.perf_counter() - t0, 3)
-                rec = {"key": key(q), "database": name, "kind": q["kind"], "split": q["split"],
-                       "question": q["question"], "question_id": q.get("question_id"),
-                       "uncovered": uncovered_terms(q["question"], vocab), "p": p, "check_s": secs}
-                f.write(json.dumps(rec) + "\n")
+                    for q in chunk:
+                        t0 = time.perf_counter()
+                        p[key(q)][variant] = answerable_probability(llm, system_message, q["question"], variant=variant)
+                        secs[key(q)][variant] = round(time.perf_counter() - t0, 3)
+                for q in chunk:
+                    rec = {"key": key(q), "database": name, "kind": q["kind"], "split": q["split"],
+                           "question": q["question"], "question_id": q.get("question_id"),
+                           "uncovered": uncovered_terms(q["question"], vocab), "p": p[key(q)],
+                           "check_s": secs[key(q)]}
+                    f.write(json.dumps(rec) + "\n")
                 f.flush()
                 if time.perf_counter() - start > limit_s:
                     print(f"stopped after {limit_s:.0f} s; run again to go on")
@@ -163,11 +169,13 @@ def score(records: list[dict], th, variant: str) -> dict:
     return {"precision": precision, "recall": recall, "tp": tp, "fp": fp, "fn": fn}
 
 
-def fit(records: list[dict]):
+def fit(records: list[dict], signals: tuple[str, ...] = (*VARIANTS, "coverage")):
     """The thresholds with the highest recall at precision >= 0.90 on ``records`` (ties: fewer false
-    abstentions, then the more conservative thresholds)."""
+    abstentions, then the more conservative thresholds), over the ``signals`` given."""
     best, best_key = None, None
     for variant, th in grid():
+        if variant not in signals:
+            continue
         s = score(records, th, variant)
         if s["precision"] < 0.90:
             continue
@@ -200,7 +208,11 @@ def main(argv: list[str] | None = None) -> None:
     records_path = Path(args.records)
     if args.signals:
         signals(records_path, args.limit_s)
-    records = [json.loads(line) for line in records_path.read_text().splitlines() if line.strip()]
+    if records_path.exists():
+        records = [json.loads(line) for line in records_path.read_text().splitlines() if line.strip()]
+    else:  # no model run yet: the coverage check alone
+        records = [{**q, "key": key(q), "question_id": q.get("question_id"), "p": {}}
+                   for q in load_set() + answerable_questions()]
     report(records, args.bird, args.out, run, console)
 
 
@@ -215,10 +227,12 @@ def report(records: list[dict], bird_files: list[str], out: str, run, console: C
     by_split = defaultdict(list)
     for r in records:
         by_split[r["split"]].append(r)
-    fitted = fit(by_split["train"] + by_split["dev"])
+    measured = tuple(v for v in VARIANTS if all(v in r.get("p", {}) for r in records))
+    fitted = fit(by_split["train"] + by_split["dev"], (*measured, "coverage"))
+    coverage = fit(by_split["train"] + by_split["dev"], ("coverage",))
     a = AnswerSettings()
     default = ("answerable", Thresholds(p_alone=a.abstain_p_alone, p_with_gap=a.abstain_p_with_gap,
-                                        min_uncovered=a.abstain_min_uncovered))
+                                        min_uncovered=a.abstain_min_uncovered, coverage_alone=a.abstain_coverage_alone))
     correct: dict[int, bool] = {}
     for path in bird_files:
         for r in json.loads(Path(path).read_text())["records"]:
@@ -229,8 +243,8 @@ def report(records: list[dict], bird_files: list[str], out: str, run, console: C
                 "EX without", "EX with", "n EX"):
         table.add_column(col, justify="right")
     summary: dict[str, dict] = {}
-    for name, choice in (("fitted", fitted), ("tagql default", default)):
-        if choice is None:
+    for name, choice in (("fitted", fitted), ("coverage only", coverage), ("tagql default", default)):
+        if choice is None or (choice[0] != "coverage" and choice[0] not in measured):
             continue
         variant, th = choice
         for split in ("train", "dev", "test"):
@@ -253,9 +267,10 @@ def report(records: list[dict], bird_files: list[str], out: str, run, console: C
                           f"{s['recall']:.3f}", str(s["fp"]), "-" if ex_without is None else f"{ex_without:.3f}",
                           "-" if ex_with is None else f"{ex_with:.3f}", str(len(with_ex)))
     console.print(table)
-    console.print(f"fitted on train+dev: {fitted}; tagql's default: {default}")
+    console.print(f"fitted on train+dev: {fitted}; coverage only: {coverage}; tagql's default: {default}")
     secs = sorted(t for r in records for t in r.get("check_s", {}).values() if isinstance(r.get("check_s"), dict))
     run.save(out, {"fitted": {"signal": fitted[0], **vars(fitted[1])} if fitted else None,
+                   "coverage_only": {"signal": coverage[0], **vars(coverage[1])} if coverage else None,
                    "default": {"signal": default[0], **vars(default[1])}, "summary": summary,
                    "check_s_median": secs[len(secs) // 2] if secs else None,
                    "train_answerable": f"seed-{SEED} sample of {TRAIN_ANSWERABLE} BIRD train questions",

@@ -136,8 +136,11 @@ class TagQL:
                     timings={"retrieve_s": round(t_retrieve, 3), "abstain_s": round(time.perf_counter() - t0, 3),
                              "total_s": round(time.perf_counter() - t_start, 3)},
                     tokens=self.llm.usage.since(before), model=str(getattr(self.llm, "name", "")),
-                    notes=[f"abstained: P(answerable) {verdict.p_answerable:.3f}" if verdict.p_answerable is not None
-                           else "abstained: the model gives no probabilities; decided on schema coverage"],
+                    notes=[f"abstained: P(answerable) {verdict.p_answerable:.3f}, "
+                           f"{len(verdict.uncovered)} question words match nothing in the database"
+                           if verdict.p_answerable is not None else
+                           f"abstained on schema coverage: {len(verdict.uncovered)} question words match nothing "
+                           "in the database"],
                 )
         outcome = self.synthesizer.run(question, statements, examples=examples, history=history, values=values)
         result = outcome.result

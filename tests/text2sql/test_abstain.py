@@ -244,3 +244,21 @@ async def test_service_answer_json_carries_the_abstention(tmp_path: Path, demo_d
     body = r.json()
     assert r.status_code == 200 and body["ok"] and body["abstained"] is True
     assert body["answer"].startswith("This database (superhero) does not hold that") and body["sql"] == ""
+
+
+def test_the_model_is_asked_only_when_its_answer_can_change_the_decision(club) -> None:
+    from tagql.text2sql.abstain import check_question
+
+    llm = ScriptedLLM([], choice_probs=probs(0.99))
+    system_message = Message("system", "schema")
+    # two words match nothing: abstain on coverage, no call
+    v = check_question("What is the salary bonus of Angela?", club, llm, system_message,
+                       thresholds=Thresholds(p_alone=0.05, coverage_alone=2))
+    assert v.abstain and v.p_answerable is None and llm.prompts == []
+    # the probability thresholds are 0: never read
+    v = check_question("What is Angela's salary?", club, llm, system_message,
+                       thresholds=Thresholds(p_alone=0.0, p_with_gap=0.0, coverage_alone=2))
+    assert not v.abstain and v.uncovered == ["salary"] and llm.prompts == []
+    # otherwise it is asked
+    v = check_question("What is Angela's salary?", club, llm, system_message, thresholds=Thresholds())
+    assert v.p_answerable == pytest.approx(0.99) and len(llm.prompts) == 1

@@ -249,7 +249,11 @@ def decide(p_answerable: float | None, uncovered: Sequence[str], thresholds: Thr
 
 def check_question(question: str, db: Database, llm: LLM, system_message: Message, *,
                    statements: Sequence[str] = (), thresholds: Thresholds = Thresholds()) -> Verdict:
-    """Both signals for ``question`` on ``db`` and the decision."""
+    """Both signals for ``question`` on ``db`` and the decision (no model call when the thresholds do not
+    read the probability, or when enough words match nothing to abstain anyway)."""
     uncovered = uncovered_terms(question, database_vocabulary(db), statements)
-    p = answerable_probability(llm, system_message, question)
+    if thresholds.coverage_alone and len(uncovered) >= thresholds.coverage_alone:
+        return decide(None, uncovered, thresholds, database=db.name)
+    uses_p = thresholds.p_alone > 0 or (thresholds.p_with_gap > 0 and len(uncovered) >= thresholds.min_uncovered)
+    p = answerable_probability(llm, system_message, question) if uses_p else None
     return decide(p, uncovered, thresholds, database=db.name)
