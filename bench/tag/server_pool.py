@@ -45,6 +45,9 @@ def run_pass(llm: Any) -> dict[str, Any]:
     out["filter_s"] = round(time.perf_counter() - t0, 2)
     out["filter_calls"] = engine.stats.lm_calls
     out["kept"] = [r[0] for r in kept.rows]
+    # each input's P(yes) as the endpoint's log-probabilities gave it (what the verdicts were cut from)
+    out["p_yes"] = [float(engine.cache.get(engine._key("filter_p", FILTER, engine.fill(FILTER, {"country": c})))
+                          or "nan") for c in NAMES]
     t1 = time.perf_counter()
     mapped = table.sem_map(MAP, "continent", max_tokens=8)
     out["map_s"] = round(time.perf_counter() - t1, 2)
@@ -93,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"two servers: {two['lm_calls']} calls in {two['seconds']} s ({two['calls_per_s']} calls/s; "
           f"filter {two['filter_s']} s, map {two['map_s']} s; served {two['served']})")
     same_verdicts = one["kept"] == two["kept"]
+    p_diff = max(abs(x - y) for x, y in zip(one["p_yes"], two["p_yes"]))
     same_map = one["continents"] == two["continents"]
     ratio = round(two["calls_per_s"] / one["calls_per_s"], 2)
     print("\n| servers | threads each | LM calls | seconds | calls/s | filter s | map s |")
@@ -101,10 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {n} | {args.threads} | {r['lm_calls']} | {r['seconds']} | {r['calls_per_s']} | {r['filter_s']} | "
               f"{r['map_s']} |")
     print(f"\nthroughput ratio {ratio}x; same verdicts: {same_verdicts} ({len(one['kept'])} kept); "
-          f"same map values: {same_map}")
+          f"largest P(yes) difference {p_diff:.2g}; same map values: {same_map}")
     out = run.save(args.json, {"model": str(model), "threads_per_server": args.threads, "inputs": len(NAMES),
                                "one_server": one, "two_servers": two, "throughput_ratio": ratio,
-                               "same_verdicts": same_verdicts, "same_map_values": same_map})
+                               "same_verdicts": same_verdicts, "max_p_yes_difference": p_diff,
+                               "same_map_values": same_map})
     print(f"wrote {out}")
     assert same_verdicts, (one["kept"], two["kept"])
     assert same_map, "the map's values differ between one server and two"
