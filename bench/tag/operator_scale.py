@@ -11,7 +11,7 @@ operator cache (every size pays for its distinct inputs), two statements:
 * filter: ``SELECT COUNT(*), SUM(amount) FROM orders WHERE LM_FILTER('{country} is a country in Europe', country)``
 * map:    ``SELECT LM_MAP('the continent of {country}', country) AS continent, COUNT(*) ... GROUP BY continent``
 
-and reports LM calls, wall time and peak RSS (``ru_maxrss`` of the worker; ``base_rss_mb`` is the worker
+and reports LM calls, wall time and peak RSS (``VmHWM`` of the worker; ``base_rss_mb`` is the worker
 after opening the database and the model, before the statements). Target: LM calls the same at every size,
 peak RSS flat from 100k to 1M rows.
 
@@ -96,6 +96,13 @@ def scripted_llm() -> Any:
 
 
 def rss_mb() -> float:
+    """This process's peak RSS: ``VmHWM`` (reset by exec; ``ru_maxrss`` keeps the forking parent's peak)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

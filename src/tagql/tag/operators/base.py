@@ -250,7 +250,8 @@ class EngineBase:
         key = self._key(kind, instruction, payload)
         hit = self.cache.get(key)
         if hit is not None:
-            self.stats.cache_hits += 1
+            with self._calls_lock:
+                self.stats.cache_hits += 1
             return hit
         with self._calls_lock:
             if self.stats.lm_calls >= self.max_calls:
