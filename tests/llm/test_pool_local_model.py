@@ -39,7 +39,9 @@ def test_a_pool_of_two_llama_servers_answers_as_one_does():
         served = [s["served"] for s in pool.status()]
         assert all(n > 0 for n in served), served
         assert pool.peak_in_flight == 2
-        assert max(abs(x - y) for x, y in zip(p_one, p_two)) < 1e-3
+        # llama.cpp's server reuses the previous request's common prefix, and which request came before differs
+        # between one server and two: a few prompts are evaluated in other batch sizes (measured: up to 0.026)
+        assert max(abs(x - y) for x, y in zip(p_one, p_two)) < 0.05
         assert continents_two == continents_one
         assert continents_one[COUNTRIES.index("Japan")].lower().startswith("asia")
         b.stop()  # one server gone: the other takes every request
