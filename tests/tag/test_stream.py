@@ -23,21 +23,19 @@ FILTER = "{country} is a country in Europe"
 
 @pytest.fixture(scope="module")
 def pg_orders(postgres_url, postgres_owner_url):
-    """``<schema>.orders`` with N rows over the 50 countries (as operator_scale builds them), readable by the
-    SELECT-only role; dropped afterwards."""
-    schema = "tagql_stream_" + uuid.uuid4().hex[:8]
+    """A table ``orders_<random>`` with N rows over the 50 countries (as operator_scale builds them), readable by
+    the SELECT-only role; dropped afterwards."""
+    table = "orders_" + uuid.uuid4().hex[:8]
     owner = sa.create_engine(sa.engine.make_url(postgres_owner_url).set(drivername="postgresql+psycopg"))
     names = ", ".join("'" + c + "'" for c in operator_scale.NAMES)
     reader = sa.engine.make_url(postgres_url).username
     with owner.begin() as conn:
-        conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
-        conn.execute(sa.text(f"CREATE TABLE {schema}.orders AS SELECT i AS id, (ARRAY[{names}])[1 + (i * 7919) % 50] "
+        conn.execute(sa.text(f"CREATE TABLE {table} AS SELECT i AS id, (ARRAY[{names}])[1 + (i * 7919) % 50] "
                              f"AS country, i % 100 AS amount FROM generate_series(0, {N - 1}) AS i"))
-        conn.execute(sa.text(f"GRANT USAGE ON SCHEMA {schema} TO {reader}"))
-        conn.execute(sa.text(f"GRANT SELECT ON {schema}.orders TO {reader}"))
-    yield f"{schema}.orders"
+        conn.execute(sa.text(f"GRANT SELECT ON {table} TO {reader}"))
+    yield table
     with owner.begin() as conn:
-        conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+        conn.execute(sa.text(f"DROP TABLE {table}"))
     owner.dispose()
 
 
@@ -86,3 +84,50 @@ def test_streamed_operators_match_on_sqlite(tmp_path):
     mapped = [r for chunk in stream_map(db, "SELECT id, country FROM orders WHERE id < 100",
                                         "the continent of {country}", _engine()) for r in chunk]
     assert [r[2] for r in mapped] == [operator_scale.COUNTRIES[operator_scale.country_of(i)] for i in range(100)]
+
+
+def _plan(sql, *ops):
+    from tagql.tag.plan import Plan
+
+    return Plan.from_obj({"sql": sql, "operators": list(ops)})
+
+
+FILTER_OP = {"op": "filter", "instruction": FILTER}
+
+
+def test_a_plan_over_more_rows_than_the_row_cap_streams_its_first_operator(tmp_path):
+    from tagql.config import DatabaseSettings
+    from tagql.tag.plan import run_plan
+
+    path = tmp_path / "orders.sqlite"
+    operator_scale.build_sqlite(path, 5_000)
+    db = open_database(path, settings=DatabaseSettings(row_cap=150))
+    europe = [i for i in range(5_000) if operator_scale.country_of(i) in EUROPE]
+    run = run_plan(_plan("SELECT id, country FROM orders", FILTER_OP, {"op": "count"}), db, _engine())
+    assert run.result.rows == [(len(europe),)] and not run.result.truncated  # exact, over all 5,000 rows
+    assert run.trace[1]["step"] == "filter (streamed over all 5000 rows)"
+    run = run_plan(_plan("SELECT id, country FROM orders", FILTER_OP), db, _engine())
+    assert [r[0] for r in run.result.rows] == europe[:150] and run.result.truncated  # more passed than the cap
+    few = "SELECT id, country FROM orders WHERE country IN ('France', 'Japan', 'Kenya')"  # 300 rows, 100 in Europe
+    run = run_plan(_plan(few, FILTER_OP), db, _engine())
+    assert len(run.result.rows) == 100 and not run.result.truncated and not run.result.notes
+    small = open_database(path)  # under the cap: the plan runs on the fetched rows as before
+    run = run_plan(_plan(few, FILTER_OP), small, _engine())
+    assert len(run.result.rows) == 100 and run.trace[1]["step"] == "filter"
+
+
+def test_a_plan_counts_200k_postgresql_rows_exactly(postgres_url, pg_orders):
+    from tagql.tag.plan import run_plan
+
+    db = open_database(postgres_url)  # row cap 10,000
+    engine = _engine()
+    run = run_plan(_plan(f"SELECT id, country FROM {pg_orders}", FILTER_OP, {"op": "count"}), db, engine)
+    assert run.result.rows == [(sum(operator_scale.country_of(i) in EUROPE for i in range(N)),)]
+    assert not run.result.truncated and engine.stats.lm_calls == 50
+
+
+def test_an_empty_postgresql_result_still_names_its_columns(postgres_url, pg_orders):
+    """(TAG plans check their operators' columns on ``SELECT * FROM (sql) LIMIT 0``; psycopg's stream of no rows
+    left no description, so every plan on PostgreSQL failed with 'the columns are: '.)"""
+    db = open_database(postgres_url)
+    assert db.execute(f"SELECT id, country FROM {pg_orders} WHERE false").columns == ["id", "country"]

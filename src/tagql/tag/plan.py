@@ -362,7 +362,12 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool =
     """Check everything before running: returns (prepared SQL, the columns before each operator).
     ``hybrid``: the question needs the LM, so an unknown column is probably a fact to compute (the
     error says how); ``question`` guides the SQL repairs (which join, what a count counts)."""
-    register_lm_functions(db, engine)
+    try:
+        register_lm_functions(db, engine)
+    except QueryFailed:  # PostgreSQL, MySQL: no functions of ours in their SQL; the operators do the LM work
+        if uses_lm_functions(plan.sql):
+            raise InvalidQuery(f"LM_FILTER/LM_MAP/LM_SCORE/LM_NUMBER cannot run inside {db.dialect} SQL",
+                               "select the rows with plain SQL and use filter/map/topk operators") from None
     try:
         repairs: list[str] = []
         sql = prepare_sql(plan.sql, db, repairs=repairs, question=question)
@@ -490,7 +495,12 @@ def run_plan(plan: Plan, db: Database, engine: SemEngine, *, udf_timeout_s: floa
     trace = [{"step": "sql", "rows": len(result.rows)}]
     table = SemTable.from_result(result, engine)
     summary = None
+    skip = 0
+    if result.truncated and plan.operators and not uses_lm_functions(sql):
+        table, skip = _streamed_first(plan, db, sql, result, engine, trace, udf_timeout_s)
     for i, op in enumerate(plan.operators):
+        if i < skip:
+            continue
         name = op["op"].lower()
         nxt = plan.operators[i + 1] if i + 1 < len(plan.operators) else {}
         if name == "filter":
@@ -523,6 +533,44 @@ def run_plan(plan: Plan, db: Database, engine: SemEngine, *, udf_timeout_s: floa
     final.notes = list(result.notes)
     final.truncated = result.truncated
     return PlanRun(plan, sql, final, summary, trace, time.perf_counter() - t0)
+
+
+def _streamed_first(plan: Plan, db: Database, sql: str, result: Result, engine: SemEngine,
+                    trace: list[dict[str, Any]], timeout_s: float) -> tuple[SemTable, int]:
+    """When the plan's SQL returns more rows than the row cap, its first operator (a filter or a map) runs over
+    every row of the query instead of the capped ones: distinct inputs counted in the database, rows streamed
+    (:mod:`tagql.tag.stream`; a server-side cursor on PostgreSQL). A filter followed by ``count`` counts them all
+    (exact); otherwise the first row-cap rows that come out go on to the next operators (the result stays marked
+    truncated). Returns the table and how many operators were done."""
+    from tagql.tag.stream import stream_filter, stream_map
+
+    first = plan.operators[0]
+    name = str(first.get("op", "")).lower()
+    cap = len(result.rows)
+    if name == "filter" and (len(plan.operators) == 1 or str(plan.operators[1].get("op", "")).lower() != "limit"):
+        chunks = stream_filter(db, sql, first["instruction"], engine, timeout_s=timeout_s)
+        columns = list(result.columns)
+    elif name == "map":
+        chunks = stream_map(db, sql, first["instruction"], engine, timeout_s=timeout_s)
+        columns = list(result.columns) + [first["column"]]
+    else:
+        return SemTable.from_result(result, engine), 0
+    counting = name == "filter" and len(plan.operators) > 1 and str(plan.operators[1].get("op", "")).lower() == "count"
+    kept: list[tuple[Any, ...]] = []
+    passed = 0
+    for chunk in chunks:
+        passed += len(chunk)
+        if not counting and len(kept) < cap:
+            kept.extend(chunk[: cap - len(kept)])
+    seen = engine.stats.per_operator[-1]["rows"] if engine.stats.per_operator else 0
+    trace.append({"step": f"{name} (streamed over all {seen} rows)", "rows": passed})
+    if counting or passed <= cap:  # a count over every row, or every passing row kept: nothing was cut
+        result.truncated = False
+        result.notes = [n for n in result.notes if "row cap" not in n]
+    if counting:
+        trace.append({"step": "count", "rows": 1})
+        return SemTable(["count"], [(passed,)], engine), 2
+    return SemTable(columns, kept, engine), 1
 
 
 class Planner:

@@ -170,6 +170,12 @@ class PostgreSQL(Dialect):
                 finally:
                     stream.close()  # cancels the rest of the query
                 columns = [d[0] for d in (cur.description or [])]
+                if not columns and not rows:  # psycopg leaves no description after a stream of no rows
+                    try:
+                        cur.execute(f"SELECT * FROM ({sql.strip().rstrip(';')}) AS tagql_describe LIMIT 0")
+                        columns = [d[0] for d in (cur.description or [])]
+                    except Exception:  # noqa: BLE001 - the rows (none) stand; only their names are missing
+                        pass
         finally:
             try:
                 reset(raw)

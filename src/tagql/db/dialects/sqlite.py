@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -111,6 +112,34 @@ class SQLite(Dialect):
     def register_function(self, db: Database, name: str, nargs: int, fn: Any, *, vector_fn: Any = None,
                           returns: str = "VARCHAR") -> None:
         db._functions[(name, nargs)] = fn  # created on the pooled connection before each query
+
+    def stream(self, db: Database, raw: Any, sql: str, timeout: float, chunk_rows: int,
+               on_fetch: Any) -> Iterator[tuple[list[str], list[tuple[Any, ...]]]]:
+        """SQLite steps through a result as it is fetched: ``fetchmany(chunk_rows)`` until it ends, under the
+        same timeout (progress handler) as :meth:`run`; no row cap."""
+        for (fname, nargs), fn in db._functions.items():
+            raw.create_function(fname, nargs, fn)
+        deadline = time.monotonic() + timeout
+        raw.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 20_000)
+        cur = raw.cursor()
+        try:
+            try:
+                cur.execute(sql)
+                columns = [d[0] for d in (cur.description or [])]
+                while True:
+                    rows = cur.fetchmany(chunk_rows)
+                    on_fetch(len(rows))
+                    yield columns, [tuple(r) for r in rows]
+                    if len(rows) < chunk_rows:
+                        break
+            except sqlite3.OperationalError as exc:
+                if "interrupted" in str(exc):
+                    raise QueryTimeout(f"query stopped after the {timeout:g} s statement timeout",
+                                       "simplify the question or raise TAGQL_DB__STATEMENT_TIMEOUT_S") from exc
+                raise
+        finally:
+            cur.close()
+            raw.set_progress_handler(None, 0)
 
     def run(self, db: Database, raw: Any, sql: str, timeout: float, cap: int) -> Rows:
         for (fname, nargs), fn in db._functions.items():
