@@ -144,10 +144,11 @@ def grid() -> list[tuple[str, object]]:
     from tagql.text2sql.abstain import Thresholds
 
     ps = [0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
-    out: list[tuple[str, object]] = [(v, Thresholds(p_alone=a, p_with_gap=b, min_uncovered=m, coverage_alone=c))
+    out: list[tuple[str, object]] = [(v, Thresholds(p_alone=a, p_with_gap=b, min_uncovered=m, coverage_alone=c,
+                                                    prompt=v))
                                      for v in VARIANTS for a in ps for b in ps if b >= a for m in (1, 2, 3)
                                      for c in (0, 2, 3)]
-    return out + [("coverage", Thresholds(coverage_alone=m)) for m in (1, 2, 3, 4)]
+    return out + [("coverage", Thresholds(p_alone=0.0, p_with_gap=0.0, coverage_alone=m)) for m in (1, 2, 3, 4)]
 
 
 def abstains(r: dict, th, variant: str) -> bool:
@@ -231,8 +232,11 @@ def report(records: list[dict], bird_files: list[str], out: str, run, console: C
     fitted = fit(by_split["train"] + by_split["dev"], (*measured, "coverage"))
     coverage = fit(by_split["train"] + by_split["dev"], ("coverage",))
     a = AnswerSettings()
-    default = ("answerable", Thresholds(p_alone=a.abstain_p_alone, p_with_gap=a.abstain_p_with_gap,
-                                        min_uncovered=a.abstain_min_uncovered, coverage_alone=a.abstain_coverage_alone))
+    default_th = Thresholds(p_alone=a.abstain_p_alone, p_with_gap=a.abstain_p_with_gap,
+                            min_uncovered=a.abstain_min_uncovered, coverage_alone=a.abstain_coverage_alone,
+                            prompt=a.abstain_prompt)
+    uses_p = default_th.p_alone > 0 or default_th.p_with_gap > 0
+    default = (default_th.prompt if uses_p else "coverage", default_th)
     correct: dict[int, bool] = {}
     for path in bird_files:
         for r in json.loads(Path(path).read_text())["records"]:
@@ -275,6 +279,9 @@ def report(records: list[dict], bird_files: list[str], out: str, run, console: C
                    "check_s_median": secs[len(secs) // 2] if secs else None,
                    "train_answerable": f"seed-{SEED} sample of {TRAIN_ANSWERABLE} BIRD train questions",
                    "bird_records": bird_files, "records": records})
+    if fitted is not None:
+        env = {f"TAGQL_ANSWER__ABSTAIN_{k.upper()}": v for k, v in vars(fitted[1]).items()}
+        Path(out).with_suffix(".env").write_text("".join(f"export {k}={v}\n" for k, v in env.items()))
     console.print(f"wrote {out}")
 
 

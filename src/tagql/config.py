@@ -111,10 +111,11 @@ class AnswerSettings(BaseModel):
     # that match nothing in the schema or its values); a question it cannot answer gets "This database does not
     # hold that" (Answer.abstained) instead of SQL. Thresholds fitted by bench/ask/abstention.py on train+dev.
     abstain: bool = False
-    abstain_p_alone: float = 0.05  # abstain when P(yes) is below this
-    abstain_p_with_gap: float = 0.5  # ... or below this with at least abstain_min_uncovered unmatched words
+    abstain_p_alone: float = 0.0  # abstain when P(yes) is below this (0: the yes/no is not asked)
+    abstain_p_with_gap: float = 0.0  # ... or below this with at least abstain_min_uncovered unmatched words
     abstain_min_uncovered: int = 1
-    abstain_coverage_alone: int = 0  # a model without token probabilities: abstain at this many (0: never)
+    abstain_coverage_alone: int = 2  # abstain at this many unmatched words whatever the model says (0: never)
+    abstain_prompt: Literal["answerable", "answerable_missing"] = "answerable"  # the yes/no (prompts.toml)
     # show the stored values the question's words name (table.column = 'value', from a per-database index of
     # distinct text values cached under cache_dir/values/) right before the question in the SQL prompt
     # (tagql.text2sql.values; measured in bench/ask/values.py)

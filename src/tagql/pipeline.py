@@ -191,7 +191,8 @@ class TagQL:
         thresholds; the yes/no is asked after the SQL prompt's own system message (its schema prefix)."""
         a = self.settings.answer
         thresholds = Thresholds(p_alone=a.abstain_p_alone, p_with_gap=a.abstain_p_with_gap,
-                                min_uncovered=a.abstain_min_uncovered, coverage_alone=a.abstain_coverage_alone)
+                                min_uncovered=a.abstain_min_uncovered, coverage_alone=a.abstain_coverage_alone,
+                                prompt=a.abstain_prompt)
         return check_question(question, self.db, self.llm, self.synthesizer.system_message(),
                               statements=[s.render() for s in statements], thresholds=thresholds)
 

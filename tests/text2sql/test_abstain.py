@@ -141,9 +141,13 @@ def test_decide_without_probability_uses_coverage_only_when_configured() -> None
 
 # -- the pipeline and the Answer ---------------------------------------------------------------------------
 
-def _settings(abstain: bool):
+def _settings(abstain: bool, *, p_alone: float = 0.05, p_with_gap: float = 0.5, coverage_alone: int = 0):
+    """Abstention on or off, with thresholds that read the model's probability (the shipped defaults decide on
+    coverage alone: tested below and in test_cli_prints_and_serialises_the_abstention)."""
     settings = load_settings()
     settings.answer.abstain = abstain
+    a = settings.answer
+    a.abstain_p_alone, a.abstain_p_with_gap, a.abstain_coverage_alone = p_alone, p_with_gap, coverage_alone
     return settings
 
 
@@ -207,7 +211,7 @@ def test_cli_prints_and_serialises_the_abstention(demo_db_path: Path, monkeypatc
 
     from tagql.cli import app
 
-    llm = ScriptedLLM([], choice_probs=probs(0.01))
+    llm = ScriptedLLM([])  # the shipped thresholds: two unmatched words decide, no model call
     monkeypatch.setattr("tagql.api.make_llm", lambda *a, **k: llm)
     monkeypatch.setenv("TAGQL_ANSWER__ABSTAIN", "true")
     runner = CliRunner()
@@ -216,6 +220,7 @@ def test_cli_prints_and_serialises_the_abstention(demo_db_path: Path, monkeypatc
     assert js.exit_code == 0, js.output
     got = json.loads(js.stdout.splitlines()[-1])
     assert got["abstained"] is True and got["sql"] == "" and "'instagram', 'followers'" in got["abstain_reason"]
+    assert got["tokens"]["calls"] == 0 and llm.prompts == []
     text = runner.invoke(app, args)
     assert text.exit_code == 0, text.output
     assert "answer: This database (superhero) does not hold that" in " ".join(text.output.split())
@@ -234,6 +239,7 @@ async def test_service_answer_json_carries_the_abstention(tmp_path: Path, demo_d
     from tagql.service.state import StateStore
 
     monkeypatch.setenv("TAGQL_ANSWER__ABSTAIN", "true")
+    monkeypatch.setenv("TAGQL_ANSWER__ABSTAIN_P_ALONE", "0.05")  # the model's yes/no decides this one
     settings = load_settings(knowledge_dir=tmp_path / "knowledge")
     assert settings.answer.abstain
     settings.service.databases = {"superhero": str(demo_db_path)}

@@ -94,7 +94,8 @@ class Vocabulary:
 
     def covers(self, word: str, *, capitalised: bool = False) -> bool:
         """``word`` (lower case) is named by the database: its stem, a measure it names under another name
-        (:data:`MEASURES`: "tallest" -> height), a misspelling of a long word (one in ~8 letters off), or,
+        (:data:`MEASURES`: "tallest" -> height), a misspelling of a long word (one letter in ~9 off; "weather"
+        is not "whether"), or,
         written ``capitalised`` in the question, a word of a stored name ("Lincolnton"; a city called "Ages"
         does not make "age" a column)."""
         if stem(word) in self.stems or any(stem(t) in self.stems for t in MEASURES.get(word, ())):
@@ -102,7 +103,7 @@ class Vocabulary:
         if capitalised and stem(word) in self.names:
             return True
         near = [w for w in self.words if abs(len(w) - len(word)) <= 1] if len(word) >= 7 else []
-        return bool(difflib.get_close_matches(word, near, n=1, cutoff=0.85))
+        return bool(difflib.get_close_matches(word, near, n=1, cutoff=0.88))
 
 
 _VOCABULARIES: weakref.WeakKeyDictionary[Any, Vocabulary] = weakref.WeakKeyDictionary()
@@ -218,6 +219,7 @@ class Thresholds:
     p_with_gap: float = 0.5
     min_uncovered: int = 1
     coverage_alone: int = 0
+    prompt: str = "answerable"  # the yes/no prompt of prompts.toml: "answerable" or "answerable_missing"
 
 
 @dataclass
@@ -255,5 +257,5 @@ def check_question(question: str, db: Database, llm: LLM, system_message: Messag
     if thresholds.coverage_alone and len(uncovered) >= thresholds.coverage_alone:
         return decide(None, uncovered, thresholds, database=db.name)
     uses_p = thresholds.p_alone > 0 or (thresholds.p_with_gap > 0 and len(uncovered) >= thresholds.min_uncovered)
-    p = answerable_probability(llm, system_message, question) if uses_p else None
+    p = answerable_probability(llm, system_message, question, variant=thresholds.prompt) if uses_p else None
     return decide(p, uncovered, thresholds, database=db.name)
