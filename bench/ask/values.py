@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import time
 from pathlib import Path
 
@@ -132,7 +133,8 @@ def ask_chunk(args, console: Console) -> int:
     splits = args.splits.split(",")
     todo = [(q, c) for q in chosen_questions(splits) for c in conditions
             if (q["question_id"], c, "with") not in done]
-    todo.sort(key=lambda qc: splits.index(qc[0]["split"]))  # a split at a time (dev before test)
+    # a split at a time (dev before test), each in a fixed shuffled order: a stopped run is a seeded subset
+    todo.sort(key=lambda qc: (splits.index(qc[0]["split"]), random.Random(f"36/{qc[0]['question_id']}").random()))
     if not todo:
         return 0
     settings = load_settings()

@@ -23,7 +23,7 @@ from tagql.text2sql.abstain import Thresholds, Verdict, check_question
 from tagql.text2sql.answer import generate_answer, json_value, result_values
 from tagql.text2sql.context import ExampleIndex, Turn, follow_up_text
 from tagql.text2sql.query import QuerySynthesizer
-from tagql.text2sql.values import ValueMatch, match_values
+from tagql.text2sql.values import ValueMatch, match_values, render_values
 
 
 def clean_question(question: str) -> str:
@@ -178,7 +178,7 @@ class TagQL:
             tokens=self.llm.usage.since(before),
             statements=[Statement.of(s) for s in statements] if outcome.used_statements else [],
             attempts=[Attempt(sql=a.sql, error=a.error) for a in outcome.attempts],
-            notes=list(result.notes),
+            notes=[*([f"values found in the data: {render_values(values)}"] if values else []), *result.notes],
             truncated=result.truncated,
             model=str(getattr(self.llm, "name", "")),
             examples=[Example(question=e.question, sql=e.sql) for e in examples],

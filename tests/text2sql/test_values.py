@@ -104,6 +104,8 @@ def test_pipeline_shows_values_when_on_and_the_plain_prompt_when_off(db_file: Pa
         llm = ScriptedLLM([sql, "387"])
         answer = TagQL(open_database(db_file), llm, settings=settings).ask(question)
         assert answer.rows == [[387]]
+        assert answer.notes[:1] == (["values found in the data: publisher.publisher_name = 'Marvel Comics'"] if on
+                                    else [])
         prompts[on] = llm.prompts[0][1].content
     assert prompts[False] == sql_user_prompt(question, [])
     assert prompts[True] == ("-- Values found in the database: publisher.publisher_name = 'Marvel Comics'\n"
@@ -124,7 +126,7 @@ def test_pipeline_keeps_values_of_the_prompts_tables(db_file: Path, tmp_path: Pa
 
 def test_values_off_reads_no_data(db_file: Path, tmp_path: Path) -> None:
     settings = load_settings(cache_dir=tmp_path / "cache")
-    assert settings.answer.value_hints is False
+    assert settings.answer.value_hints is False  # the default
     assert TagQL(open_database(db_file), ScriptedLLM([]), settings=settings).values_for("Marvel") == []
     assert not (tmp_path / "cache" / "values").exists()
 
