@@ -141,3 +141,12 @@ def test_build_through_duckdb(tmp_path: Path) -> None:
     con.close()
     index = ValueIndex.build(open_database(path))
     assert index.exact("marvel comics")[0].value == "Marvel Comics"
+
+
+def test_build_through_postgresql(postgres_url: str) -> None:
+    """The same build over PostgreSQL (the demo data, read through the SELECT-only role)."""
+    db = open_database(postgres_url)
+    index = ValueIndex.build(db)
+    assert index.exact("marvel comics")[0].value == "Marvel Comics"
+    assert index.similar("Marvle Comics", threshold=0.85)[0].value == "Marvel Comics"
+    assert ("publisher", "publisher_name") in {(c.table, c.column) for c in index.columns}
