@@ -143,11 +143,14 @@ def answer_across(
         return CrossOutcome(plan, result, steps, timings={
             "plan_s": round(t_plan, 3), "total_s": round(time.perf_counter() - t0, 3)})
     subs: list[SubResult] = []
+    cut: list[str] = []
     t1 = time.perf_counter()
     for part in plan.parts:
         db = dbs[part.database]
         r = run(db, sub_question(part.question, plan.key), _prompt_schema(db, routed[part.database]), part.database)
         subs.append(SubResult(part.database, list(r.columns), list(r.rows), r.sql))
+        if r.truncated:
+            cut.append(f"the query on '{part.database}' hit the row cap: the join saw its first {len(r.rows)} rows")
     t_sub = time.perf_counter() - t1
     t2 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tagql-cross-", dir=workdir) as tmp:
@@ -163,7 +166,7 @@ def answer_across(
     return CrossOutcome(plan, result, steps, joined, timings={
         "plan_s": round(t_plan, 3), "subqueries_s": round(t_sub, 3), "join_s": round(t_join, 3),
         "final_s": round(time.perf_counter() - t3, 3), "total_s": round(time.perf_counter() - t0, 3)},
-        notes=list(joined.notes))
+        notes=[*cut, *joined.notes])
 
 
 def _prompt_schema(db: Database, tables: Sequence[str] | None) -> Schema | None:
