@@ -419,7 +419,7 @@ class Session:
                                                                               "total": total}))
         outcome = answer_across(question, [(c.database, c.tables) for c in routing], llm=llm,
                                 open_db=self.database, engine=engine, max_tokens=settings.answer.max_sql_tokens,
-                                retries=settings.answer.sql_retries)
+                                retries=settings.answer.sql_retries, workdir=Path(settings.cache_dir) / "cross")
         plan = PlanModel(sql=outcome.sql, cross=outcome.to_dict())
         emit("plan", plan.model_dump())
         result = outcome.result

@@ -36,6 +36,8 @@ PLAN = json.dumps({"key": "country", "parts": [
 RACING_SQL = "SELECT driverId, nationality AS join_key FROM drivers"
 GEO_SQL = "SELECT Name AS join_key FROM country WHERE Language = 'Spanish'"
 FINAL_SQL = "SELECT COUNT(DISTINCT driverId) FROM joined"
+MERGED_SQL = ("SELECT COUNT(*) FROM drivers AS d JOIN country AS c ON d.nationality = c.Name "
+              "WHERE c.Language = 'Spanish'")
 
 
 def matcher(messages) -> str:
@@ -50,11 +52,16 @@ def matcher(messages) -> str:
     return json.dumps(out)
 
 
-def scripted(plan: str = PLAN, racing: str = RACING_SQL, geo: str = GEO_SQL, final: str = FINAL_SQL) -> ScriptedLLM:
+def scripted(plan: str = PLAN, racing: str = RACING_SQL, geo: str = GEO_SQL, final: str = FINAL_SQL,
+             pick: str = '"racing + geo"', merged: str = MERGED_SQL) -> ScriptedLLM:
     def reply(messages) -> str:
         head = messages[0].content
         if head.startswith("You split a question"):
             return plan
+        if head.startswith("You pick the databases"):
+            return pick
+        if "CREATE TABLE drivers" in head and "CREATE TABLE country" in head:
+            return merged
         if head.startswith("You match names"):
             return matcher(messages)
         if "CREATE TABLE joined" in head:
@@ -149,7 +156,8 @@ def _missing(name):
 def test_answer_across_two_sqlite_databases(two_dbs):
     llm = scripted()
     out = answer_across("How many drivers are from countries whose language is Spanish?",
-                        [("racing", None), ("geo", None)], llm=llm, open_db=_open(two_dbs), engine=engine_for(llm))
+                        [("racing", None), ("geo", None)], llm=llm, open_db=_open(two_dbs), engine=engine_for(llm),
+                        strategy="decompose")
     assert out.result.rows == [(4,)]  # Alonso, Sainz, Fangio, Perez
     assert [s.database for s in out.steps] == ["racing", "geo", "joined"]
     assert out.steps[0].sql.startswith("SELECT driverId") and out.sql == FINAL_SQL
@@ -163,7 +171,7 @@ def test_a_question_on_one_database_is_answered_there(two_dbs):
     plan = '{"key": "", "parts": [{"database": "racing", "question": "How many drivers?"}]}'
     llm = scripted(plan=plan, racing="SELECT COUNT(*) FROM drivers")
     out = answer_across("How many drivers are there?", [("racing", None), ("geo", None)], llm=llm,
-                        open_db=_open(two_dbs))
+                        open_db=_open(two_dbs), strategy="decompose")
     assert out.result.rows == [(7,)] and out.join is None and [s.database for s in out.steps] == ["racing"]
 
 
@@ -171,13 +179,51 @@ def test_a_failing_sub_query_is_one_line(two_dbs):
     llm = scripted(racing="SELECT nationalty FROM drivers")  # a typo, every try
     with pytest.raises(SubQueryFailed, match="the query on 'racing' failed") as err:
         answer_across("How many drivers are from Spanish-speaking countries?", [("racing", None), ("geo", None)],
-                      llm=llm, open_db=_open(two_dbs))
+                      llm=llm, open_db=_open(two_dbs), strategy="decompose")
     assert "\n" not in str(err.value)
 
 
 def test_unknown_database_is_one_line(two_dbs):
     with pytest.raises(UnknownDatabase, match="cannot open database 'nowhere'"):
         answer_across("q?", [("nowhere", None)], llm=scripted(), open_db=_open(two_dbs))
+
+
+# -- the merged strategy (the default): one query over both databases' tables ---------------------------
+
+def test_merged_query_joins_values_written_differently(two_dbs, tmp_path: Path):
+    llm = scripted()
+    out = answer_across("How many drivers are from countries whose language is Spanish?",
+                        [("racing", None), ("geo", None), ("music", None)], llm=llm, open_db=_open(two_dbs),
+                        engine=engine_for(llm), workdir=tmp_path / "w")
+    assert out.plan.databases == ["racing", "geo"] and out.result.rows == [(4,)]
+    (vj,) = out.value_joins
+    assert vj["rewritten"] == "drivers" and vj["lm_matched"]["Argentine"] == "Argentina"
+    # the pick was constrained to the joinable pairs and the single databases
+    assert llm.constraints[0]["enum"][0] == "racing + geo" and "music" in llm.constraints[0]["enum"]
+    prompt = next(p[0].content for p in llm.prompts if "CREATE TABLE drivers" in p[0].content)
+    assert "CREATE TABLE country" in prompt
+    # the merged copies are reused: a second question copies nothing again
+    files = sorted(p.name for p in (tmp_path / "w").iterdir())
+    answer_across("How many drivers are from countries whose language is Spanish?",
+                  [("racing", None), ("geo", None)], llm=scripted(), open_db=_open(two_dbs), workdir=tmp_path / "w")
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == files
+
+
+def test_merged_pick_of_one_database_answers_there(two_dbs, tmp_path: Path):
+    llm = scripted(pick='"racing"', racing="SELECT COUNT(*) FROM drivers")
+    out = answer_across("How many drivers are there?", [("racing", None), ("geo", None)], llm=llm,
+                        open_db=_open(two_dbs), workdir=tmp_path)
+    assert out.plan.databases == ["racing"] and out.result.rows == [(7,)]
+
+
+def test_cross_equalities_are_found_through_aliases(two_dbs, tmp_path: Path):
+    from tagql.cross.merged import cross_equalities, merge
+
+    dbs = [open_database(two_dbs["racing"], name="racing"), open_database(two_dbs["geo"], name="geo")]
+    m = merge(dbs, tmp_path)
+    assert cross_equalities(MERGED_SQL, m) == [(("drivers", "nationality"), ("country", "Name"))]
+    assert cross_equalities("SELECT * FROM drivers AS a JOIN drivers AS b ON a.driverId = b.driverId", m) == []
+    assert cross_equalities("SELECT COUNT(*) FROM drivers WHERE nationality IN (SELECT Language FROM country)", m) == []
 
 
 # -- the Session and the CLI ---------------------------------------------------------------------------
@@ -198,8 +244,9 @@ def test_session_ask_method_cross(collection, monkeypatch):
     events: list[str] = []
     a = session.ask("How many drivers are from countries whose language is Spanish?", method="cross",
                     on_event=lambda name, data: events.append(name))
-    assert a.values == [4] and a.method == "cross" and a.database == "racing + geo" and a.sql == FINAL_SQL
-    assert a.plan.model_dump()["cross"]["join"]["lm_side"] == "geo" and a.tokens["calls"] == 5
+    assert a.values == [4] and a.method == "cross" and set(a.database.split(" + ")) == {"racing", "geo"}
+    assert a.sql == MERGED_SQL and a.tokens["calls"] == 3  # pick, SQL, one batch of value matches
+    assert a.plan.model_dump()["cross"]["value_joins"][0]["rewritten"] == "drivers"
     assert events[0] == "routed" and events[-2:] == ["answer", "done"] and "plan" in events
     assert a.answer == "Answer: 4."
 
@@ -223,7 +270,7 @@ def test_cli_ask_method_cross(collection, monkeypatch):
     js = CliRunner().invoke(app, [*args, "--json"])
     assert js.exit_code == 0, js.output
     got = json.loads(js.stdout.splitlines()[-1])
-    assert got["method"] == "cross" and got["values"] == [4] and got["database"] == "racing + geo"
+    assert got["method"] == "cross" and got["values"] == [4] and set(got["database"].split(" + ")) == {"racing", "geo"}
     text = CliRunner().invoke(app, args)
     assert text.exit_code == 0 and "answer: Answer: 4." in text.output, text.output
     one = CliRunner().invoke(app, ["ask", "How many?", "--db", str(collection.target("racing")), "--method", "cross"])

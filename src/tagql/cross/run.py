@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tagql.cross.join import JOIN_KEY, JoinOutcome, SubResult, join_results
-from tagql.cross.plan import CrossPlan, plan_question
+from tagql.cross.plan import CrossPlan, Part, plan_question
 from tagql.db.connection import Database, Result, open_database
 from tagql.db.schema import Schema
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery
@@ -70,6 +70,7 @@ class CrossOutcome:
     join: JoinOutcome | None = None
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    value_joins: list[dict[str, Any]] = field(default_factory=list)  # merged: the values the LM matched
 
     @property
     def sql(self) -> str:
@@ -77,7 +78,7 @@ class CrossOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.plan.to_dict(), "steps": [s.to_dict() for s in self.steps],
-                "join": self.join.to_dict() if self.join else None}
+                "join": self.join.to_dict() if self.join else None, "value_joins": list(self.value_joins)}
 
 
 def sub_question(question: str, key: str) -> str:
@@ -94,6 +95,130 @@ def final_question(question: str, plan: CrossPlan) -> str:
 
 
 def answer_across(
+    question: str, candidates: Sequence[tuple[str, Sequence[str] | None]], *, llm: LLM,
+    open_db: Callable[[str], Database], engine: Any = None, max_candidates: int = 4, max_tokens: int = 384,
+    retries: int = 1, workdir: Path | None = None, strategy: str = "merged",
+) -> CrossOutcome:
+    """Answer ``question`` over the routed ``candidates`` (``(database, tables or None)``, best first), with
+    ``strategy`` ``merged`` (one query over both databases' tables, :mod:`tagql.cross.merged`; the default)
+    or ``decompose`` (one LLM-written sub-question per database, :func:`answer_decomposed`)."""
+    if strategy == "decompose":
+        return answer_decomposed(question, candidates, llm=llm, open_db=open_db, engine=engine,
+                                 max_candidates=max_candidates, max_tokens=max_tokens, retries=retries,
+                                 workdir=workdir)
+    if strategy != "merged":
+        raise TagqlError(f"unknown cross strategy '{strategy}'", "use merged or decompose")
+    return answer_merged(question, candidates, llm=llm, open_db=open_db, engine=engine,
+                         max_candidates=max_candidates, max_tokens=max_tokens, retries=retries, workdir=workdir)
+
+
+def _open_all(candidates: Sequence[tuple[str, Sequence[str] | None]], open_db: Callable[[str], Database],
+              max_candidates: int) -> tuple[dict[str, Database], dict[str, Sequence[str] | None]]:
+    cands = list(candidates)[:max_candidates]
+    if not cands:
+        raise UnknownDatabase("no database was routed for the question")
+    dbs: dict[str, Database] = {}
+    routed: dict[str, Sequence[str] | None] = {}
+    for name, tables in cands:
+        try:
+            dbs[name] = open_db(name)
+        except TagqlError as exc:
+            raise UnknownDatabase(f"cannot open database '{name}': {exc.one_line()}") from exc
+        routed[name] = tables
+    return dbs, routed
+
+
+def answer_merged(
+    question: str, candidates: Sequence[tuple[str, Sequence[str] | None]], *, llm: LLM,
+    open_db: Callable[[str], Database], engine: Any = None, max_candidates: int = 4, max_tokens: int = 384,
+    retries: int = 1, workdir: Path | None = None,
+) -> CrossOutcome:
+    """The ``merged`` strategy (see :mod:`tagql.cross.merged`)."""
+    from tagql.cross.merged import (
+        choose_databases,
+        cross_equalities,
+        joinable_pairs,
+        match_joins,
+        merge,
+        rewritten_copy,
+    )
+
+    t0 = time.perf_counter()
+    dbs, routed = _open_all(candidates, open_db, max_candidates)
+    names = list(dbs)
+    pairs = joinable_pairs(dbs, names)
+    chosen = choose_databases(question, names, pairs, dbs, llm)
+    plan = CrossPlan([Part(n, question) for n in chosen], "")
+    t_plan = time.perf_counter() - t0
+    steps: list[Step] = []
+    if len(chosen) == 1:
+        db = dbs[chosen[0]]
+        result = _run_query(db, question, _prompt_schema(db, routed[chosen[0]]), chosen[0], llm, max_tokens,
+                            retries, steps, plan)
+        return CrossOutcome(plan, result, steps, timings={
+            "plan_s": round(t_plan, 3), "total_s": round(time.perf_counter() - t0, 3)})
+    base = Path(workdir) if workdir is not None else Path(tempfile.gettempdir()) / "tagql-cross"
+    t1 = time.perf_counter()
+    merged = merge([dbs[n] for n in chosen], base)
+    t_merge = time.perf_counter() - t1
+    mdb = open_database(merged.path, name=" + ".join(chosen))
+    try:
+        synth = QuerySynthesizer(mdb, llm, max_tokens=max_tokens, retries=retries, prompt_schema=merged.schema)
+        t2 = time.perf_counter()
+        try:
+            outcome = synth.run(question)
+        except _SQL_FAILURES as exc:
+            steps.append(Step(plan.parts[0].database + " + " + plan.parts[1].database, question,
+                              attempts=[{"sql": a.sql, "error": a.error} for a in getattr(exc, "attempts", []) or []]))
+            failed = SubQueryFailed(f"the query over {' + '.join(chosen)} failed: {exc.one_line()}")
+            failed.details = {**plan.to_dict(), "steps": [s.to_dict() for s in steps]}
+            raise failed from exc
+        t_sql = time.perf_counter() - t2
+        t3 = time.perf_counter()
+        equalities = cross_equalities(outcome.sql, merged)
+        joins = match_joins(mdb, equalities, "", engine) if equalities else []
+        result = outcome.result
+        if any(j.matched for j in joins):
+            with tempfile.TemporaryDirectory(prefix="tagql-cross-", dir=base) as tmp:
+                copy = rewritten_copy(merged, joins, Path(tmp) / "matched.duckdb")
+                cdb = open_database(copy, name=mdb.name)
+                try:
+                    result = cdb.execute(outcome.sql)
+                finally:
+                    cdb.close()
+        t_join = time.perf_counter() - t3
+    finally:
+        mdb.close()
+    steps.append(Step(mdb.name, question, outcome.sql, len(result.rows), t_sql,
+                      [{"sql": a.sql, "error": a.error} for a in outcome.attempts if a.error]))
+    out = CrossOutcome(plan, result, steps, timings={
+        "plan_s": round(t_plan, 3), "merge_s": round(t_merge, 3), "sql_s": round(t_sql, 3),
+        "join_s": round(t_join, 3), "total_s": round(time.perf_counter() - t0, 3)},
+        notes=list(result.notes))
+    out.value_joins = [j.to_dict() for j in joins]
+    if equalities == []:
+        out.notes.append("the query joins no column of one database to one of the other")
+    return out
+
+
+def _run_query(db: Database, asked: str, schema: Schema | None, label: str, llm: LLM, max_tokens: int,
+               retries: int, steps: list[Step], plan: CrossPlan) -> Result:
+    synth = QuerySynthesizer(db, llm, max_tokens=max_tokens, retries=retries, prompt_schema=schema)
+    t = time.perf_counter()
+    try:
+        outcome = synth.run(asked)
+    except _SQL_FAILURES as exc:
+        steps.append(Step(label, asked, seconds=time.perf_counter() - t,
+                          attempts=[{"sql": a.sql, "error": a.error} for a in getattr(exc, "attempts", []) or []]))
+        failed = SubQueryFailed(f"the query on '{label}' failed: {exc.one_line()}")
+        failed.details = {**plan.to_dict(), "steps": [s.to_dict() for s in steps]}
+        raise failed from exc
+    steps.append(Step(label, asked, outcome.sql, len(outcome.result.rows), time.perf_counter() - t,
+                      [{"sql": a.sql, "error": a.error} for a in outcome.attempts if a.error]))
+    return outcome.result
+
+
+def answer_decomposed(
     question: str, candidates: Sequence[tuple[str, Sequence[str] | None]], *, llm: LLM,
     open_db: Callable[[str], Database], engine: Any = None, max_candidates: int = 4, max_tokens: int = 384,
     retries: int = 1, workdir: Path | None = None,

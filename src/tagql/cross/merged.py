@@ -1,0 +1,276 @@
+"""One query over two databases: their tables copied side by side into one DuckDB file.
+
+The decomposition of :mod:`tagql.cross.run` (one LLM-written sub-question per database) failed with the
+1.5B model on the dev questions: its plans named columns that do not exist ("driver_id") or the wrong
+databases. Writing one query over a schema is what the model does well, so this strategy gives it both
+schemas at once:
+
+1. **Pair** (:func:`joinable_pairs`): pairs of the routed databases whose text columns share values (a
+   country name in both), each pair checked by data, not by the model; the LLM picks one of them, or one
+   database alone, with its reply constrained to those options.
+2. **Merge** (:func:`merge`): both databases' tables copied into one DuckDB file (each SQLite file copied
+   once per process into ``workdir``, keys kept, a clashing table name prefixed with its database's name).
+3. **Query**: the text-to-SQL stage writes and checks one query over the merged schema.
+4. **Join values**: every equality the query makes between a column of one database and a column of the
+   other is found with sqlglot; where the two columns write the entity differently ("Spanish" vs
+   "Spain"), the LM operator of :mod:`tagql.cross.join` matches the values and a copy of the merged file
+   gets the matched side's values rewritten to the other side's; the query then runs read-only on that
+   copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from tagql.cross.join import MAX_OPTIONS, match_values, norm, similar_values
+from tagql.db.connection import Database
+from tagql.db.schema import ForeignKey, Schema, Table
+from tagql.errors import TagqlError
+from tagql.llm.base import LLM, system, user
+
+MIN_SHARED = 2  # distinct values two columns must share for their databases to count as joinable
+VALUE_CAP = 300  # distinct values read per column when checking joinability
+
+CHOOSE_SYSTEM = """\
+You pick the databases a question needs. Each option is one database, or two databases that share \
+values (e.g. country names) and can be joined. Pick two when the question needs facts from both.
+Reply with the option only."""
+
+
+class MergeFailed(TagqlError):
+    """The databases could not be merged for one query."""
+
+
+@dataclass
+class Merged:
+    """A DuckDB file holding the tables of several databases, and where each table came from."""
+
+    path: Path
+    origin: dict[str, tuple[str, str]]  # merged table name (lower) -> (database, its own table name)
+    schema: Schema
+
+    def database_of(self, table: str) -> str | None:
+        o = self.origin.get(table.lower())
+        return o[0] if o else None
+
+
+@dataclass
+class ValueJoin:
+    """One equality between columns of two databases, and the values the LM matched for it."""
+
+    left: tuple[str, str]  # (merged table, column)
+    right: tuple[str, str]
+    exact: int = 0
+    matched: dict[str, str] = field(default_factory=dict)  # value -> the other side's value
+    side: str = ""  # the table whose values were rewritten
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"left": ".".join(self.left), "right": ".".join(self.right), "exact_matches": self.exact,
+                "lm_matched": dict(self.matched), "rewritten": self.side}
+
+
+def text_values(db: Database, cap: int = VALUE_CAP) -> dict[tuple[str, str], set[str]]:
+    """Distinct values (normalised) of each text column of ``db``, at most ``cap`` per column."""
+    out: dict[tuple[str, str], set[str]] = {}
+    s = db.schema
+    for t in s.tables:
+        for c in t.columns:
+            if c.type and not any(k in c.type.upper() for k in ("CHAR", "TEXT", "CLOB", "STRING", "VARCHAR")):
+                continue
+            try:
+                rows = db.execute(f"SELECT DISTINCT {s.quote(c.name)} FROM {s.quote(t.name)} "
+                                  f"WHERE {s.quote(c.name)} IS NOT NULL LIMIT {cap}", row_cap=cap).rows
+            except TagqlError:
+                continue
+            vals = {norm(r[0]) for r in rows if isinstance(r[0], str) and any(ch.isalpha() for ch in r[0])}
+            if vals:
+                out[(t.name, c.name)] = vals
+    return out
+
+
+def shared_values(a: dict[tuple[str, str], set[str]], b: dict[tuple[str, str], set[str]]) -> int:
+    """The most distinct values any text column of one database shares with any of the other."""
+    best = 0
+    for va in a.values():
+        for vb in b.values():
+            if len(va) > best and len(vb) > best:
+                best = max(best, len(va & vb))
+    return best
+
+
+def joinable_pairs(dbs: dict[str, Database], names: Sequence[str]) -> list[tuple[str, str, int]]:
+    """Pairs of ``names`` (in routed order) whose text columns share at least :data:`MIN_SHARED` values."""
+    values = {n: text_values(dbs[n]) for n in names}
+    pairs = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            shared = shared_values(values[a], values[b])
+            if shared >= MIN_SHARED:
+                pairs.append((a, b, shared))
+    return pairs
+
+
+def choose_databases(question: str, names: Sequence[str], pairs: Sequence[tuple[str, str, int]],
+                     dbs: dict[str, Database], llm: LLM) -> list[str]:
+    """The LLM's pick among the joinable pairs and the single databases (reply constrained to them)."""
+    options = [f"{a} + {b}" for a, b, _ in pairs] + list(names)
+    if len(options) == 1:
+        return options[0].split(" + ")
+    listed = "\n".join(f"- {n}: {', '.join(dbs[n].schema.table_names[:12])}" for n in names)
+    text = llm.complete(
+        [system(CHOOSE_SYSTEM),
+         user(f"Databases and their tables:\n{listed}\n\nQuestion: {question}\n\nOptions:\n"
+              + "\n".join(f"- {o}" for o in options))],
+        max_tokens=24, json_schema={"enum": options}).text.strip()
+    try:
+        picked = json.loads(text)
+    except ValueError:
+        picked = text.strip('"')
+    by_set = {frozenset(o.split(" + ")): o for o in options}
+    picked = by_set.get(frozenset(str(picked).split(" + ")), options[0])  # either order of a pair
+    return picked.split(" + ")
+
+
+def merge(dbs: Sequence[Database], workdir: Path) -> Merged:
+    """One DuckDB file with the tables of ``dbs`` (SQLite files; each copied once into ``workdir``)."""
+    import duckdb
+
+    from tagql.db.duck import copy_sqlite_to_duckdb
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    copies = []
+    for db in dbs:
+        if db.dialect != "sqlite" or db.path is None:
+            raise MergeFailed(f"database '{db.name}' is not a SQLite file; merging needs its tables copied",
+                              "ask each database separately")
+        stat = Path(db.path).stat()
+        tag = hashlib.sha256(f"{Path(db.path).resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+        copy = workdir / f"{db.name}-{tag}.duckdb"
+        if not copy.exists():
+            tmp = workdir / f".{copy.name}.tmp"
+            tmp.unlink(missing_ok=True)
+            copy_sqlite_to_duckdb(db.path, tmp)
+            tmp.replace(copy)
+        copies.append(copy)
+    key = hashlib.sha256("|".join(c.name for c in copies).encode()).hexdigest()[:12]
+    path = workdir / f"merged-{key}.duckdb"
+    origin: dict[str, tuple[str, str]] = {}
+    tables: list[Table] = []
+    renames: list[dict[str, str]] = []
+    for db in dbs:
+        own = {}
+        for t in db.schema.tables:
+            name = t.name if t.name.lower() not in origin else f"{db.name}_{t.name}"
+            origin[name.lower()] = (db.name, t.name)
+            own[t.name.lower()] = name
+        renames.append(own)
+    for db, own in zip(dbs, renames):
+        for t in db.schema.tables:
+            fks = [ForeignKey(list(f.columns), own.get(f.ref_table.lower(), f.ref_table), list(f.ref_columns))
+                   for f in t.foreign_keys]
+            tables.append(Table(own[t.name.lower()], list(t.columns), fks))
+    if not path.exists():
+        tmp = workdir / f".{path.name}.tmp"
+        tmp.unlink(missing_ok=True)
+        con = duckdb.connect(str(tmp))
+        try:
+            for i, (db, copy, own) in enumerate(zip(dbs, copies, renames)):
+                con.execute(f"ATTACH '{copy}' AS src{i} (READ_ONLY)")
+                for t in db.schema.tables:
+                    con.execute(f'CREATE TABLE "{own[t.name.lower()]}" AS SELECT * FROM src{i}."{t.name}"')
+                con.execute(f"DETACH src{i}")
+        finally:
+            con.close()
+        tmp.replace(path)
+    return Merged(path, origin, Schema(" + ".join(d.name for d in dbs), tables, "duckdb"))
+
+
+def cross_equalities(sql: str, merged: Merged) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """The ``a.x = b.y`` of ``sql`` whose two columns come from tables of different databases."""
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.ParseError:
+        return []
+    out = []
+    for select in tree.find_all(exp.Select):
+        alias = {}
+        for t in select.find_all(exp.Table):
+            alias[t.alias_or_name.lower()] = t.name
+        for eq in select.find_all(exp.EQ):
+            left, right = eq.this, eq.expression
+            if not (isinstance(left, exp.Column) and isinstance(right, exp.Column)):
+                continue
+            a, b = _column_table(left, alias, merged), _column_table(right, alias, merged)
+            if a and b and merged.database_of(a) != merged.database_of(b):
+                pair = ((a, left.name), (b, right.name))
+                if pair not in out:
+                    out.append(pair)
+    return out
+
+
+def _column_table(col: exp.Column, alias: dict[str, str], merged: Merged) -> str | None:
+    if col.table:
+        return alias.get(col.table.lower())
+    owners = [t for t in alias.values() if (tab := merged.schema.table(t)) and tab.column(col.name)]
+    return owners[0] if len(owners) == 1 else None
+
+
+def match_joins(merged_db: Database, joins: Sequence[tuple[tuple[str, str], tuple[str, str]]], key: str,
+                engine: Any) -> list[ValueJoin]:
+    """For each cross-database equality, the values of one side the LM matches to the other side's."""
+    out = []
+    s = merged_db.schema
+    for (lt, lc), (rt, rc) in joins:
+        def distinct(t: str, c: str) -> list[str]:
+            rows = merged_db.execute(f"SELECT DISTINCT CAST({s.quote(c)} AS VARCHAR) FROM {s.quote(t)} "
+                                     f"WHERE {s.quote(c)} IS NOT NULL").rows
+            return [r[0] for r in rows if isinstance(r[0], str) and r[0].strip()]
+        lv, rv = distinct(lt, lc), distinct(rt, rc)
+        ln, rn = {norm(v) for v in lv}, {norm(v) for v in rv}
+        vj = ValueJoin((lt, lc), (rt, rc), exact=len(ln & rn))
+        l_un = [v for v in lv if norm(v) not in rn and any(ch.isalpha() for ch in v)]
+        r_un = [v for v in rv if norm(v) not in ln and any(ch.isalpha() for ch in v)]
+        if l_un and r_un:
+            from_left = len(l_un) <= len(r_un)
+            values, options = (l_un, rv) if from_left else (r_un, lv)
+            if engine is not None and len(options) <= MAX_OPTIONS:
+                vj.matched = match_values(values, options, key, engine)
+            else:
+                vj.matched = similar_values(values, options)
+            vj.side = lt if from_left else rt
+            vj.right, vj.left = ((rt, rc), (lt, lc)) if from_left else ((lt, lc), (rt, rc))
+        out.append(vj)
+    return out
+
+
+def rewritten_copy(merged: Merged, joins: Sequence[ValueJoin], target: Path) -> Path:
+    """A copy of the merged file with each matched side's values rewritten to the other side's."""
+    import duckdb
+
+    shutil.copyfile(merged.path, target)
+    con = duckdb.connect(str(target))
+    try:
+        for vj in joins:
+            if not vj.matched:
+                continue
+            table, column = vj.left
+            con.execute("CREATE TEMP TABLE m (v VARCHAR, w VARCHAR)")
+            con.executemany("INSERT INTO m VALUES (?, ?)", list(vj.matched.items()))
+            col_type = con.execute(f'SELECT typeof("{column}") FROM "{table}" LIMIT 1').fetchone()
+            if col_type is None or col_type[0] != "VARCHAR":
+                con.execute("DROP TABLE m")
+                continue
+            con.execute(f'UPDATE "{table}" SET "{column}" = m.w FROM m WHERE "{table}"."{column}" = m.v')
+            con.execute("DROP TABLE m")
+    finally:
+        con.close()
+    return target
