@@ -209,11 +209,12 @@ def main(argv: list[str] | None = None) -> None:
     records_path = Path(args.records)
     if args.signals:
         signals(records_path, args.limit_s)
+    measured = {}
     if records_path.exists():
-        records = [json.loads(line) for line in records_path.read_text().splitlines() if line.strip()]
-    else:  # no model run yet: the coverage check alone
-        records = [{**q, "key": key(q), "question_id": q.get("question_id"), "p": {}}
-                   for q in load_set() + answerable_questions()]
+        measured = {r["key"]: r for r in map(json.loads, records_path.read_text().splitlines()) if r}
+    # every question; the yes/no probabilities of those the model was asked (a prompt counts only when all were)
+    records = [measured.get(key(q)) or {**q, "key": key(q), "question_id": q.get("question_id"), "p": {}}
+               for q in load_set() + answerable_questions()]
     report(records, args.bird, args.out, run, console)
 
 
