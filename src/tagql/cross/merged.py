@@ -32,6 +32,7 @@ import sqlglot
 from sqlglot import exp
 
 from tagql.cross.join import MAX_OPTIONS, match_values, norm, similar_values
+from tagql.cross.plan import schema_line
 from tagql.db.connection import Database
 from tagql.db.schema import ForeignKey, Schema, Table
 from tagql.errors import TagqlError
@@ -121,14 +122,20 @@ def joinable_pairs(dbs: dict[str, Database], names: Sequence[str]) -> list[tuple
 
 def choose_databases(question: str, names: Sequence[str], pairs: Sequence[tuple[str, str, int]],
                      dbs: dict[str, Database], llm: LLM) -> list[str]:
-    """The LLM's pick among the joinable pairs and the single databases (reply constrained to them)."""
-    options = [f"{a} + {b}" for a, b, _ in pairs] + list(names)
+    """The LLM's pick (reply constrained to the options): the router's best database with each database it
+    can be joined to, or alone (or, when it joins none, every joinable pair and every database alone)."""
+    first = [p for p in pairs if names[0] in p[:2]]
+    if first:
+        options = [f"{names[0]} + {b if a == names[0] else a}" for a, b, _ in first] + [names[0]]
+    else:
+        options = [f"{a} + {b}" for a, b, _ in pairs] + list(names)
     if len(options) == 1:
         return options[0].split(" + ")
-    listed = "\n".join(f"- {n}: {', '.join(dbs[n].schema.table_names[:12])}" for n in names)
+    shown = dict.fromkeys(n for o in options for n in o.split(" + "))
+    listed = "\n".join(schema_line(n, dbs[n].schema, max_columns=8) for n in shown)
     text = llm.complete(
         [system(CHOOSE_SYSTEM),
-         user(f"Databases and their tables:\n{listed}\n\nQuestion: {question}\n\nOptions:\n"
+         user(f"Databases (tables and columns):\n{listed}\n\nQuestion: {question}\n\nOptions:\n"
               + "\n".join(f"- {o}" for o in options))],
         max_tokens=24, json_schema={"enum": options}).text.strip()
     try:
