@@ -223,7 +223,13 @@ def test_cross_equalities_are_found_through_aliases(two_dbs, tmp_path: Path):
     m = merge(dbs, tmp_path)
     assert cross_equalities(MERGED_SQL, m) == [(("drivers", "nationality"), ("country", "Name"))]
     assert cross_equalities("SELECT * FROM drivers AS a JOIN drivers AS b ON a.driverId = b.driverId", m) == []
-    assert cross_equalities("SELECT COUNT(*) FROM drivers WHERE nationality IN (SELECT Language FROM country)", m) == []
+    assert cross_equalities("SELECT COUNT(*) FROM drivers WHERE nationality IN (SELECT Name FROM country)", m) == [
+        (("drivers", "nationality"), ("country", "Name"))]
+    # T1 is drivers outside and country inside: each alias resolves in its own SELECT
+    nested = ("SELECT COUNT(*) FROM drivers AS T1 WHERE T1.nationality IN "
+              "(SELECT T1.Name FROM country AS T1 WHERE T1.Language = 'Spanish')")
+    assert cross_equalities(nested, m) == [(("drivers", "nationality"), ("country", "Name"))]
+    assert cross_equalities("SELECT COUNT(*) FROM drivers WHERE surname IN (SELECT surname FROM drivers)", m) == []
 
 
 # -- the Session and the CLI ---------------------------------------------------------------------------

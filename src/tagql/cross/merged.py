@@ -202,33 +202,59 @@ def merge(dbs: Sequence[Database], workdir: Path) -> Merged:
 
 
 def cross_equalities(sql: str, merged: Merged) -> list[tuple[tuple[str, str], tuple[str, str]]]:
-    """The ``a.x = b.y`` of ``sql`` whose two columns come from tables of different databases."""
+    """The column pairs of ``sql`` that compare a column of one database with one of the other: ``a.x = b.y``
+    and ``a.x IN (SELECT b.y ...)``. Aliases resolve in their own SELECT (then the enclosing ones)."""
     try:
         tree = sqlglot.parse_one(sql, read="duckdb")
     except sqlglot.errors.ParseError:
         return []
+    pairs: list[tuple[exp.Column, exp.Column]] = []
+    for eq in tree.find_all(exp.EQ):
+        if isinstance(eq.this, exp.Column) and isinstance(eq.expression, exp.Column):
+            pairs.append((eq.this, eq.expression))
+    for node in tree.find_all(exp.In):
+        query = node.args.get("query")
+        inner = query.this if isinstance(query, exp.Subquery) else query
+        if isinstance(node.this, exp.Column) and isinstance(inner, exp.Select) and len(inner.expressions) == 1:
+            picked = inner.expressions[0]
+            picked = picked.this if isinstance(picked, exp.Alias) else picked
+            if isinstance(picked, exp.Column):
+                pairs.append((node.this, picked))
     out = []
-    for select in tree.find_all(exp.Select):
-        alias = {}
-        for t in select.find_all(exp.Table):
-            alias[t.alias_or_name.lower()] = t.name
-        for eq in select.find_all(exp.EQ):
-            left, right = eq.this, eq.expression
-            if not (isinstance(left, exp.Column) and isinstance(right, exp.Column)):
-                continue
-            a, b = _column_table(left, alias, merged), _column_table(right, alias, merged)
-            if a and b and merged.database_of(a) != merged.database_of(b):
-                pair = ((a, left.name), (b, right.name))
-                if pair not in out:
-                    out.append(pair)
+    for left, right in pairs:
+        a, b = _column_table(left, merged), _column_table(right, merged)
+        if a and b and merged.database_of(a) != merged.database_of(b):
+            pair = ((a, left.name), (b, right.name))
+            if pair not in out:
+                out.append(pair)
     return out
 
 
-def _column_table(col: exp.Column, alias: dict[str, str], merged: Merged) -> str | None:
-    if col.table:
-        return alias.get(col.table.lower())
-    owners = [t for t in alias.values() if (tab := merged.schema.table(t)) and tab.column(col.name)]
-    return owners[0] if len(owners) == 1 else None
+def _scope(select: exp.Select) -> dict[str, str]:
+    """alias (or name) -> table, for the tables in this SELECT's own FROM and JOINs."""
+    found = {}
+    for part in [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]:
+        if part is None:
+            continue
+        table = part.this if isinstance(part, (exp.From, exp.Join)) else part
+        if isinstance(table, exp.Table):
+            found[table.alias_or_name.lower()] = table.name
+    return found
+
+
+def _column_table(col: exp.Column, merged: Merged) -> str | None:
+    select = col.find_ancestor(exp.Select)
+    while select is not None:
+        scope = _scope(select)
+        if col.table:
+            if col.table.lower() in scope:
+                return scope[col.table.lower()]
+        else:
+            owners = [t for t in scope.values() if (tab := merged.schema.table(t)) and tab.column(col.name)]
+            if len(owners) == 1:
+                return owners[0]
+        select = select.find_ancestor(exp.Select)
+    return None
 
 
 def match_joins(merged_db: Database, joins: Sequence[tuple[tuple[str, str], tuple[str, str]]], key: str,
