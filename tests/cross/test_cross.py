@@ -209,6 +209,13 @@ def test_merged_query_joins_values_written_differently(two_dbs, tmp_path: Path):
     assert sorted(p.name for p in (tmp_path / "w").iterdir()) == files
 
 
+def test_the_matching_prompt_names_the_entity_the_columns_hold():
+    from tagql.cross.merged import entity_of
+
+    assert entity_of("nationality", "Name", "drivers", "country") == "country"
+    assert entity_of("Hometown", "City") == "city" and entity_of("code", "id") == "entity"
+
+
 def test_merged_pick_of_one_database_answers_there(two_dbs, tmp_path: Path):
     llm = scripted(pick='"racing"', racing="SELECT COUNT(*) FROM drivers")
     out = answer_across("How many drivers are there?", [("racing", None), ("geo", None)], llm=llm,

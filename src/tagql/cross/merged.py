@@ -257,9 +257,20 @@ def _column_table(col: exp.Column, merged: Merged) -> str | None:
     return None
 
 
+def entity_of(*columns: str) -> str:
+    """What two compared columns name, for the matching prompt: ``nationality`` / ``Name`` -> country."""
+    words = " ".join(columns).lower()
+    for entity, hints in (("country", ("country", "nation", "citizenship")), ("city", ("city", "town")),
+                          ("language", ("language",)), ("person", ("person", "people"))):
+        if any(h in words for h in hints):
+            return entity
+    return "entity"
+
+
 def match_joins(merged_db: Database, joins: Sequence[tuple[tuple[str, str], tuple[str, str]]], key: str,
                 engine: Any) -> list[ValueJoin]:
-    """For each cross-database equality, the values of one side the LM matches to the other side's."""
+    """For each cross-database equality, the values of one side the LM matches to the other side's
+    (``key``: what they name; empty: guessed from the column names, :func:`entity_of`)."""
     out = []
     s = merged_db.schema
     for (lt, lc), (rt, rc) in joins:
@@ -276,7 +287,7 @@ def match_joins(merged_db: Database, joins: Sequence[tuple[tuple[str, str], tupl
             from_left = len(l_un) <= len(r_un)
             values, options = (l_un, rv) if from_left else (r_un, lv)
             if engine is not None and len(options) <= MAX_OPTIONS:
-                vj.matched = match_values(values, options, key, engine)
+                vj.matched = match_values(values, options, key or entity_of(lc, rc, lt, rt), engine)
             else:
                 vj.matched = similar_values(values, options)
             vj.side = lt if from_left else rt
