@@ -311,3 +311,19 @@ def test_exact_match_compares_sets_numbers_and_text():
     assert exact_match(["a", "B"], ["id", "name"], [[1, "b"], [2, "A "]])  # some column, as a set
     assert not exact_match(["a", "b"], ["name"], [["a"]]) and not exact_match([56], ["n"], [])
     assert exact_match(["Argentina"], ["country", "n"], [["Argentina", 24]])  # one row holding the value
+
+
+def test_without_duckdb_the_error_says_how_to_install_it(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_duckdb(name, *args, **kwargs):
+        if name == "duckdb":
+            raise ImportError("No module named 'duckdb'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_duckdb)
+    with pytest.raises(JoinFailed, match="need DuckDB") as err:
+        join_results(SubResult("a", ["c"], [("x",)]), SubResult("b", ["c"], [("x",)]))
+    assert 'pip install -e ".[duckdb]"' in str(err.value)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tagql.errors import TagqlError
+from tagql.errors import TagqlError, install_hint
 from tagql.llm.base import system, user
 
 JOIN_KEY = "join_key"
@@ -180,12 +180,23 @@ def similar_values(values: Sequence[str], options: Sequence[str], cutoff: float 
     return out
 
 
+def require_duckdb() -> Any:
+    """The duckdb module, or a one-line error saying how to install it (questions across databases join
+    in DuckDB)."""
+    try:
+        import duckdb
+    except ImportError:
+        raise JoinFailed("questions across databases need DuckDB, which is not installed",
+                         install_hint("duckdb")) from None
+    return duckdb
+
+
 def join_results(left: SubResult, right: SubResult, *, key: str = "", engine: Any = None,
                  path: Path | None = None) -> JoinOutcome:
     """Join ``left`` and ``right`` on their key columns; values written differently are matched by the LM
     (``engine``; None: only equal values match). With ``path``, the joined table is also written to that
     new DuckDB file as table ``joined``."""
-    import duckdb
+    duckdb = require_duckdb()
 
     if not left.rows or not right.rows:
         empty = left if not left.rows else right

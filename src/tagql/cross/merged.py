@@ -31,7 +31,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from tagql.cross.join import MAX_OPTIONS, match_values, norm, similar_values
+from tagql.cross.join import MAX_OPTIONS, match_values, norm, require_duckdb, similar_values
 from tagql.cross.plan import schema_line
 from tagql.db.connection import Database
 from tagql.db.schema import ForeignKey, Schema, Table
@@ -149,7 +149,7 @@ def choose_databases(question: str, names: Sequence[str], pairs: Sequence[tuple[
 
 def merge(dbs: Sequence[Database], workdir: Path) -> Merged:
     """One DuckDB file with the tables of ``dbs`` (SQLite files; each copied once into ``workdir``)."""
-    import duckdb
+    duckdb = require_duckdb()
 
     from tagql.db.duck import copy_sqlite_to_duckdb
 
@@ -298,7 +298,7 @@ def match_joins(merged_db: Database, joins: Sequence[tuple[tuple[str, str], tupl
 
 def rewritten_copy(merged: Merged, joins: Sequence[ValueJoin], target: Path) -> Path:
     """A copy of the merged file with each matched side's values rewritten to the other side's."""
-    import duckdb
+    duckdb = require_duckdb()
 
     shutil.copyfile(merged.path, target)
     con = duckdb.connect(str(target))
