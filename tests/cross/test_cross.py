@@ -327,3 +327,36 @@ def test_without_duckdb_the_error_says_how_to_install_it(monkeypatch):
     with pytest.raises(JoinFailed, match="need DuckDB") as err:
         join_results(SubResult("a", ["c"], [("x",)]), SubResult("b", ["c"], [("x",)]))
     assert 'pip install -e ".[duckdb]"' in str(err.value)
+
+
+def test_a_join_on_a_code_column_shows_the_lm_what_each_code_stands_for(tmp_path: Path):
+    import sqlite3
+
+    racing, geo = tmp_path / "racing.sqlite", tmp_path / "geo.sqlite"
+    with sqlite3.connect(racing) as con:
+        con.execute("CREATE TABLE drivers (driverId INTEGER PRIMARY KEY, nationality TEXT)")
+        con.executemany("INSERT INTO drivers VALUES (?, ?)", [(1, "Spanish"), (2, "German"), (3, "Spanish")])
+    with sqlite3.connect(geo) as con:
+        con.execute("CREATE TABLE country (Code TEXT PRIMARY KEY, Name TEXT, Continent TEXT)")
+        con.execute("CREATE TABLE lang (CountryCode TEXT REFERENCES country(Code), Language TEXT)")
+        con.executemany("INSERT INTO country VALUES (?, ?, ?)",
+                        [("ESP", "Spain", "Europe"), ("DEU", "Germany", "Europe"), ("JPN", "Japan", "Asia")])
+        con.executemany("INSERT INTO lang VALUES (?, ?)", [("ESP", "Spanish"), ("DEU", "German"), ("JPN", "Japanese")])
+    seen = []
+
+    def reply(messages) -> str:
+        head = messages[0].content
+        if head.startswith("You pick"):
+            return '"racing + geo"'
+        if head.startswith("You match names"):
+            seen.append(head)
+            codes = {"Spanish": "ESP", "German": "DEU"}
+            return json.dumps({n: codes.get(v, "none") for n, v in re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)})
+        return "SELECT COUNT(*) FROM drivers AS T1 JOIN lang AS T2 ON T1.nationality = T2.CountryCode WHERE T2.Language = 'Spanish'"
+    llm = ScriptedLLM(reply)
+    dbs = {"racing": racing, "geo": geo}
+    out = answer_across("How many drivers come from Spanish-speaking countries?", [("racing", None), ("geo", None)],
+                        llm=llm, open_db=lambda n: open_database(dbs[n], name=n), engine=engine_for(llm),
+                        workdir=tmp_path / "w")
+    assert out.result.rows == [(2,)]
+    assert "ESP = Spain" in seen[0] and "DEU = Germany" in seen[0]  # the code's name, through the foreign key

@@ -136,15 +136,20 @@ def key_columns(left: SubResult, right: SubResult, key: str = "") -> tuple[int, 
 
 
 def match_values(values: Sequence[str], options: Sequence[str], key: str, engine: Any, *,
-                 batch: int = BATCH) -> dict[str, str]:
+                 batch: int = BATCH, labels: dict[str, str] | None = None) -> dict[str, str]:
     """``value -> option`` for each value the LM matches to one of ``options`` (the other side's values);
     values it matches to none are left out. One cached LM call per ``batch`` values, through ``engine``
-    (a :class:`~tagql.tag.operators.SemEngine`: its cache, call cap and statistics)."""
+    (a :class:`~tagql.tag.operators.SemEngine`: its cache, call cap and statistics). ``labels`` says what
+    an option stands for (a code's name: ``ESP`` -> ``Spain``): the prompt lists ``ESP = Spain``, the reply
+    is still one of the options."""
     options = list(dict.fromkeys(options))
     by_norm = {norm(o): o for o in options}
     what = key or "entity"
-    sys_text = MATCH_SYSTEM.format(key=what, options="; ".join(options))
-    instruction = f"cross-match {what}: " + json.dumps(options, ensure_ascii=False)
+    shown = [f"{o} = {labels[o]}" if labels and labels.get(o) else o for o in options]
+    sys_text = MATCH_SYSTEM.format(key=what, options="; ".join(shown))
+    if labels:
+        sys_text += "\nEach allowed value is written as 'value = what it stands for': reply with the value only."
+    instruction = f"cross-match {what}: " + json.dumps(shown, ensure_ascii=False)
     out: dict[str, str] = {}
     for start in range(0, len(values), batch):
         chunk = list(values[start:start + batch])

@@ -267,8 +267,33 @@ def entity_of(*columns: str) -> str:
     return "entity"
 
 
+def code_labels(db: Database, table: str, column: str, schema: Schema | None = None) -> dict[str, str]:
+    """What the values of a code column stand for (``country.Code`` ``ESP`` -> ``Spain``): the name-like
+    text column of its table, or of the table its foreign key points to (``countrylanguage.CountryCode``
+    -> ``country.Name``; keys from ``schema``, default the database's). Empty when the column is no code
+    (its values are names already)."""
+    s = schema or db.schema
+    t = s.table(table)
+    if t is None or t.column(column) is None:
+        return {}
+    sample = db.execute(f"SELECT DISTINCT CAST({s.quote(column)} AS VARCHAR) FROM {s.quote(table)} LIMIT 50").rows
+    vals = [r[0] for r in sample if isinstance(r[0], str)]
+    if not vals or sum(len(v) <= 4 or not any(ch.islower() for ch in v) for v in vals) < 0.8 * len(vals):
+        return {}  # mostly long, mixed-case values: names, not codes
+    source, key = t, column
+    for fk in t.foreign_keys:
+        if [c.lower() for c in fk.columns] == [column.lower()] and s.table(fk.ref_table) is not None:
+            source, key = s.table(fk.ref_table), fk.ref_columns[0] if fk.ref_columns else column
+    names = [c.name for c in source.columns if "name" in c.name.lower() and c.name.lower() != key.lower()]
+    if not names:
+        return {}
+    rows = db.execute(f"SELECT DISTINCT CAST({s.quote(key)} AS VARCHAR), CAST({s.quote(names[0])} AS VARCHAR) "
+                      f"FROM {s.quote(source.name)}").rows
+    return {str(k): str(v) for k, v in rows if k is not None and v is not None}
+
+
 def match_joins(merged_db: Database, joins: Sequence[tuple[tuple[str, str], tuple[str, str]]], key: str,
-                engine: Any) -> list[ValueJoin]:
+                engine: Any, schema: Schema | None = None) -> list[ValueJoin]:
     """For each cross-database equality, the values of one side the LM matches to the other side's
     (``key``: what they name; empty: guessed from the column names, :func:`entity_of`)."""
     out = []
@@ -287,7 +312,9 @@ def match_joins(merged_db: Database, joins: Sequence[tuple[tuple[str, str], tupl
             from_left = len(l_un) <= len(r_un)
             values, options = (l_un, rv) if from_left else (r_un, lv)
             if engine is not None and len(options) <= MAX_OPTIONS:
-                vj.matched = match_values(values, options, key or entity_of(lc, rc, lt, rt), engine)
+                into = (rt, rc) if from_left else (lt, lc)
+                vj.matched = match_values(values, options, key or entity_of(lc, rc, lt, rt), engine,
+                                          labels=code_labels(merged_db, *into, schema=schema))
             else:
                 vj.matched = similar_values(values, options)
             vj.side = lt if from_left else rt

@@ -176,7 +176,7 @@ def answer_merged(
         t_sql = time.perf_counter() - t2
         t3 = time.perf_counter()
         equalities = cross_equalities(outcome.sql, merged)
-        joins = match_joins(mdb, equalities, "", engine) if equalities else []
+        joins = match_joins(mdb, equalities, "", engine, schema=merged.schema) if equalities else []
         result = outcome.result
         if any(j.matched for j in joins):
             with tempfile.TemporaryDirectory(prefix="tagql-cross-", dir=base) as tmp:
