@@ -119,7 +119,7 @@ class AnswerSettings(BaseModel):
     # show the stored values the question's words name (table.column = 'value', from a per-database index of
     # distinct text values cached under cache_dir/values/) right before the question in the SQL prompt
     # (tagql.text2sql.values; measured in bench/ask/values.py)
-    value_hints: bool = False
+    value_hints: bool = True
 
 
 class TagSettings(BaseModel):
