@@ -162,6 +162,8 @@ def main(argv: list[str] | None = None) -> None:
                            em=exact_match(item["answer"], a.columns, a.rows))
             except tagql.TagqlError as exc:
                 rec.update(error=exc.one_line(), em=False, plan=getattr(exc, "details", None))
+            except Exception as exc:  # noqa: BLE001 -- a bug: recorded as such, the run goes on
+                rec.update(error=f"internal error {type(exc).__name__}: {str(exc)[:200]}", em=False)
             rec["calls"] = usage.since(before)["calls"]
             rec["seconds"] = round(time.perf_counter() - t, 2)
             done[(item["id"], method)] = rec

@@ -360,3 +360,24 @@ def test_a_join_on_a_code_column_shows_the_lm_what_each_code_stands_for(tmp_path
                         workdir=tmp_path / "w")
     assert out.result.rows == [(2,)]
     assert "ESP = Spain" in seen[0] and "DEU = Germany" in seen[0]  # the code's name, through the foreign key
+
+
+def test_a_database_whose_keys_duckdb_refuses_is_copied_without_them(tmp_path: Path):
+    import sqlite3
+
+    from tagql.cross.merged import merge
+
+    cars = tmp_path / "cars.sqlite"  # car_1's shape: a TEXT column referencing an INTEGER key
+    with sqlite3.connect(cars) as con:
+        con.execute("CREATE TABLE countries (CountryId INTEGER PRIMARY KEY, CountryName TEXT)")
+        con.execute("CREATE TABLE car_makers (Id INTEGER PRIMARY KEY, Maker TEXT, Country TEXT "
+                    "REFERENCES countries(CountryId))")
+        con.executemany("INSERT INTO countries VALUES (?, ?)", [(1, "usa"), (2, "germany")])
+        con.executemany("INSERT INTO car_makers VALUES (?, ?, ?)", [(1, "amc", "1"), (2, "bmw", "2")])
+    with pytest.raises(Exception, match="incompatible types"):  # what DuckDB says to the keyed copy
+        from tagql.db.duck import copy_sqlite_to_duckdb
+        copy_sqlite_to_duckdb(cars, tmp_path / "keyed.duckdb")
+    m = merge([open_database(cars, name="cars")], tmp_path / "w")
+    merged = open_database(m.path, name="m")
+    assert merged.execute("SELECT COUNT(*) FROM car_makers").rows == [(2,)]
+    assert m.schema.table("car_makers").foreign_keys  # the prompt still shows the key

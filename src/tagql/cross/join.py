@@ -234,8 +234,8 @@ def join_results(left: SubResult, right: SubResult, *, key: str = "", engine: An
     lcols, rcols = _columns(left, right)
     con = duckdb.connect(str(path) if path is not None else ":memory:")
     try:
-        _load(con, "l", lcols, left.rows)
-        _load(con, "r", rcols, right.rows)
+        load_table(con, "l", lcols, left.rows)
+        load_table(con, "r", rcols, right.rows)
         con.execute("CREATE TABLE m (lv VARCHAR, rv VARCHAR)")
         if mapping:
             con.executemany("INSERT INTO m VALUES (?, ?)", [(k, v) for k, v in mapping.items()])
@@ -289,13 +289,14 @@ def _duck_type(values: list[Any]) -> str:
     return "VARCHAR"
 
 
-def _load(con: Any, name: str, columns: list[str], rows: Sequence[Sequence[Any]]) -> None:
+def load_table(con: Any, name: str, columns: list[str], rows: Sequence[Sequence[Any]]) -> None:
     cols = list(zip(*rows)) if rows else [[] for _ in columns]
     types = [_duck_type(list(c)) for c in cols]
-    con.execute(f"CREATE TABLE {name} ({', '.join(f'{_q(c)} {t}' for c, t in zip(columns, types))})")
+    """Create table ``name`` in DuckDB ``con`` with ``rows`` (column types from the values)."""
+    con.execute(f"CREATE TABLE {_q(name)} ({', '.join(f'{_q(c)} {t}' for c, t in zip(columns, types))})")
     conv = {"VARCHAR": lambda v: None if v is None else str(v), "DOUBLE": lambda v: None if v is None else float(v),
             "BIGINT": lambda v: v}
     data = [[conv[t](v) for v in c] for c, t in zip(cols, types)]
     marks = ", ".join(f"UNNEST(${i + 1}::{t}[])" for i, t in enumerate(types))
     if rows:
-        con.execute(f"INSERT INTO {name} SELECT {marks}", data)
+        con.execute(f"INSERT INTO {_q(name)} SELECT {marks}", data)

@@ -31,7 +31,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from tagql.cross.join import MAX_OPTIONS, match_values, norm, require_duckdb, similar_values
+from tagql.cross.join import MAX_OPTIONS, load_table, match_values, norm, require_duckdb, similar_values
 from tagql.cross.plan import schema_line
 from tagql.db.connection import Database
 from tagql.db.schema import ForeignKey, Schema, Table
@@ -165,7 +165,11 @@ def merge(dbs: Sequence[Database], workdir: Path) -> Merged:
         if not copy.exists():
             tmp = workdir / f".{copy.name}.tmp"
             tmp.unlink(missing_ok=True)
-            copy_sqlite_to_duckdb(db.path, tmp)
+            try:
+                copy_sqlite_to_duckdb(db.path, tmp)
+            except duckdb.Error:  # a key DuckDB refuses (car_1: a TEXT column referencing an INTEGER key)
+                tmp.unlink(missing_ok=True)
+                _copy_without_keys(Path(db.path), tmp, duckdb)
             tmp.replace(copy)
         copies.append(copy)
     key = hashlib.sha256("|".join(c.name for c in copies).encode()).hexdigest()[:12]
@@ -199,6 +203,24 @@ def merge(dbs: Sequence[Database], workdir: Path) -> Merged:
             con.close()
         tmp.replace(path)
     return Merged(path, origin, Schema(" + ".join(d.name for d in dbs), tables, "duckdb"))
+
+
+def _copy_without_keys(source: Path, target: Path, duckdb: Any) -> None:
+    """Every table of a SQLite file into a new DuckDB file, column types from the values, no keys (the
+    merged schema the model reads keeps them, from the SQLite schema)."""
+    import sqlite3
+
+    src = sqlite3.connect(f"file:{source.resolve()}?mode=ro", uri=True)
+    con = duckdb.connect(str(target))
+    try:
+        names = [r[0] for r in src.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        for n in names:
+            cur = src.execute(f'SELECT * FROM "{n}"')
+            load_table(con, n, [d[0] for d in cur.description], cur.fetchall())
+    finally:
+        con.close()
+        src.close()
 
 
 def cross_equalities(sql: str, merged: Merged) -> list[tuple[tuple[str, str], tuple[str, str]]]:
