@@ -26,6 +26,7 @@ bench/results/ask/candidates.json.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import time
@@ -124,9 +125,11 @@ def accuracy_pass(args, settings, llm, records_path: Path, deadline: float, cons
 
 
 def _key_text(c: Candidate) -> str:
+    """The candidate's result as compared by the policies: a digest of its row set ("" when empty)."""
     from tagql.text2sql.candidates import result_key
 
-    return json.dumps(sorted(map(list, result_key(c.result))), default=str)[:20000]  # type: ignore[arg-type]
+    rows = sorted(map(list, result_key(c.result)), key=str)  # type: ignore[arg-type]
+    return hashlib.sha1(json.dumps(rows, default=str).encode()).hexdigest() if rows else ""
 
 
 def latency_pass(args, settings, llm, records_path: Path, deadline: float, console: Console) -> bool:
@@ -182,10 +185,12 @@ def ex_at(rec: dict, n: int, policy: str) -> bool:
 
 
 class _Rows:
-    """A recorded result key standing in for a Result (choose() reads rows only)."""
+    """A recorded result key standing in for a Result (choose() reads rows only): one row holding the digest,
+    none for an empty result. (Records of the first chunk hold the rows' JSON, cut at 20,000 characters.)"""
 
     def __init__(self, key: str) -> None:
-        self.rows = [tuple(r) for r in json.loads(key)]
+        empty = key in ("", "[]")
+        self.rows = [] if empty else [(key if len(key) == 40 else hashlib.sha1(key.encode()).hexdigest(),)]
 
 
 def summarize(records: list[dict], console: Console) -> dict:
