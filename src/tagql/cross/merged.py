@@ -147,6 +147,15 @@ def choose_databases(question: str, names: Sequence[str], pairs: Sequence[tuple[
     return picked.split(" + ")
 
 
+def _is_sqlite_file(path: Path) -> bool:
+    """A SQLite database file (its 16-byte header), whatever the connection's dialect object."""
+    try:
+        with path.open("rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
 def merge(dbs: Sequence[Database], workdir: Path) -> Merged:
     """One DuckDB file with the tables of ``dbs`` (SQLite files; each copied once into ``workdir``)."""
     duckdb = require_duckdb()
@@ -156,7 +165,7 @@ def merge(dbs: Sequence[Database], workdir: Path) -> Merged:
     workdir.mkdir(parents=True, exist_ok=True)
     copies = []
     for db in dbs:
-        if db.dialect != "sqlite" or db.path is None:
+        if db.path is None or not _is_sqlite_file(Path(db.path)):
             raise MergeFailed(f"database '{db.name}' is not a SQLite file; merging needs its tables copied",
                               "ask each database separately")
         stat = Path(db.path).stat()
