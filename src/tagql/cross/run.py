@@ -230,17 +230,7 @@ def answer_decomposed(
     (None: only equal values join). Raises :class:`UnknownDatabase`, :class:`SubQueryFailed`,
     :class:`~tagql.cross.plan.CrossPlanError` or :class:`~tagql.cross.join.JoinFailed` with one line."""
     t0 = time.perf_counter()
-    cands = list(candidates)[:max_candidates]
-    if not cands:
-        raise UnknownDatabase("no database was routed for the question")
-    dbs: dict[str, Database] = {}
-    routed: dict[str, Sequence[str] | None] = {}
-    for name, tables in cands:
-        try:
-            dbs[name] = open_db(name)
-        except TagqlError as exc:
-            raise UnknownDatabase(f"cannot open database '{name}': {exc.one_line()}") from exc
-        routed[name] = tables
+    dbs, routed = _open_all(candidates, open_db, max_candidates)
     plan = plan_question(question, [(n, _prompt_schema(dbs[n], routed[n]) or dbs[n].schema) for n in dbs], llm)
     t_plan = time.perf_counter() - t0
     steps: list[Step] = []

@@ -30,6 +30,7 @@ from tagql.llm.lookup import (
     LookupStats,
     RecentOutputs,
     _first_stop,
+    eval_prompt,
     greedy_generate,
     looping,
 )
@@ -732,13 +733,7 @@ def _sample_sequences(llama: Any, prompt: list[int], *, n: int, first_seq: int, 
     ctx = llama._ctx
     vocab = llama._model.vocab
     n_vocab = llama.n_vocab()
-    current = llama.input_ids[: llama.n_tokens]
-    common = 0
-    limit = min(len(current), len(prompt) - 1)
-    while common < limit and current[common] == prompt[common]:
-        common += 1
-    llama.n_tokens = common
-    llama.eval(prompt[common:])  # sequence 0; the last prompt token's logits are the first step's
+    eval_prompt(llama, prompt)  # sequence 0; the last prompt token's logits are the first step's
     first = np.ctypeslib.as_array(ctx.get_logits_ith(-1), shape=(n_vocab,)).copy()
     seqs = list(range(first_seq, first_seq + n))
     batch = llama_cpp.llama_batch_init(n, 0, 1)

@@ -133,6 +133,18 @@ def looping(out: Any, *, max_period: int = 24, min_span: int = 32) -> bool:
     return False
 
 
+def eval_prompt(llama: Any, prompt: list[int]) -> None:
+    """Evaluate ``prompt`` into sequence 0 of ``llama``, reusing the common prefix already in its KV cache;
+    always evaluate at least the last prompt token, so its logits exist for the first step."""
+    current = llama.input_ids[: llama.n_tokens]
+    common = 0
+    limit = min(len(current), len(prompt) - 1)
+    while common < limit and current[common] == prompt[common]:
+        common += 1
+    llama.n_tokens = common
+    llama.eval(prompt[common:])
+
+
 def greedy_generate(
     llama: Any, prompt: list[int], *, max_tokens: int, stop: list[str], max_draft: int = 10, min_ngram: int = MIN_NGRAM,
     stats: LookupStats | None = None, adaptive: bool = True, first_draft: int = 4, min_draft: int = MIN_DRAFT,
@@ -155,15 +167,7 @@ def greedy_generate(
     vocab = llama._model.vocab
     n_vocab = llama.n_vocab()
 
-    # Reuse the common prefix already in the KV cache; always evaluate at least the last prompt token
-    # so its logits exist.
-    current = llama.input_ids[: llama.n_tokens]
-    common = 0
-    limit = min(len(current), len(prompt) - 1)
-    while common < limit and current[common] == prompt[common]:
-        common += 1
-    llama.n_tokens = common
-    llama.eval(prompt[common:])
+    eval_prompt(llama, prompt)
 
     def argmax(i: int) -> int:
         logits = np.ctypeslib.as_array(ctx.get_logits_ith(i), shape=(n_vocab,))
