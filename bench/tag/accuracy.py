@@ -8,6 +8,7 @@
                                                           # the 15 held-out questions (bench/tag/heldout.py)
     python -m bench.tag.accuracy --knowledge /tmp/kb       # with each database's domain statements
     python -m bench.tag.accuracy --pool dev --per-type 2 --methods tag,text2sql
+                                      # (--per-type on the pool takes a seeded sample, --seed 36 by default)
                                       # the hidden-column pool (bench/tag/pool.py): each question is asked on a
                                       # copy of its database without the record's "Hidden columns"
 
@@ -60,12 +61,19 @@ def correct(qtype: str, reference: list, values: list, text: str) -> bool:
     return sorted(set(pred)) == sorted(set(ref))
 
 
-def load(ids: set[int] | None, per_type: int | None, data: Path = DEV, split: str | None = None) -> list[dict]:
-    """Questions from a TAG-Bench CSV, or from the pool's JSON (``split``: train, dev, test or all)."""
+def load(ids: set[int] | None, per_type: int | None, data: Path = DEV, split: str | None = None,
+         seed: int | None = None) -> list[dict]:
+    """Questions from a TAG-Bench CSV, or from the pool's JSON (``split``: train, dev, test or all). With
+    ``seed`` the rows are shuffled before the ``per_type`` cut (the pool is stored database by database, so
+    its first questions of a type all come from one database)."""
     if data.suffix == ".json":
         rows = [r for r in json.loads(data.read_text()) if split in (None, "all") or r["Split"] == split]
     else:
         rows = list(csv.DictReader(data.open()))
+    if seed is not None:
+        import random
+
+        random.Random(seed).shuffle(rows)
     if ids is not None:
         rows = [r for r in rows if int(r["Query ID"]) in ids]
     if per_type:
@@ -115,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default="tag,text2sql,rag,retrieval_rank,text2sql_lm")
     ap.add_argument("--ids", default=None, help="comma-separated Query IDs")
     ap.add_argument("--per-type", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=None,
+                    help="shuffle the questions with this seed before the --per-type cut (default: file order; "
+                         "with --pool: 36, so a sample mixes the split's databases)")
     ap.add_argument("--llm", default="local")
     ap.add_argument("--data", type=Path, default=DEV, help="question CSV (default: the dev set)")
     ap.add_argument("--pool", choices=("train", "dev", "test", "all"), default=None,
@@ -142,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.knowledge:
             ap.error("--pool asks without domain statements (they could state what a hidden column holds)")
         args.data = POOL
-    rows = load({int(x) for x in args.ids.split(",")} if args.ids else None, args.per_type, args.data, args.pool)
+        if args.seed is None:
+            args.seed = 36
+    rows = load({int(x) for x in args.ids.split(",")} if args.ids else None, args.per_type, args.data, args.pool,
+                args.seed)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     import tempfile
 
@@ -214,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{m:<16} {s['overall_em'] if s['overall_em'] is not None else float('nan'):7.2f}  {cells}  "
               f"{s['avg_seconds']:6.1f}")
     out = {"model": getattr(llm, "name", "?"), "questions": len(rows), "data": str(args.data), "pool_split": args.pool,
+           "seed": args.seed, "per_type": args.per_type,
            "summary": summary, "results": results}
     run.save(args.json, out)
     print(f"wrote {args.json}")

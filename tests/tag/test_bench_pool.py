@@ -112,3 +112,12 @@ def test_accuracy_loads_the_pool_by_split(records):
     assert Counter(r["Query type"] for r in dev) == {t: 1 for t in pool.TYPES}
     assert accuracy.reference(dev[0]) == dev[0]["Answer"]
     assert len(accuracy.load(None, None, accuracy.POOL, "all")) == len(records)
+
+
+def test_a_seeded_pool_sample_mixes_the_splits_databases_and_repeats():
+    first = accuracy.load(None, 6, accuracy.POOL, "dev")  # file order: chinook_1's questions first
+    sample = accuracy.load(None, 6, accuracy.POOL, "dev", seed=36)
+    assert {r["DB used"] for r in first if r["Query type"] == "Match"} == {"chinook_1"}
+    assert {r["DB used"] for r in sample if r["Query type"] == "Match"} == {"chinook_1", "formula_1"}
+    assert Counter(r["Query type"] for r in sample) == {t: 6 for t in pool.TYPES}
+    assert [r["Query ID"] for r in sample] == [r["Query ID"] for r in accuracy.load(None, 6, accuracy.POOL, "dev", seed=36)]
