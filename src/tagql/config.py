@@ -109,7 +109,7 @@ class AnswerSettings(BaseModel):
     # honest abstention (text2sql/abstain.py): before writing SQL, ask whether the database can answer the
     # question at all (the model's P(yes), read with the SQL prompt's schema prefix, plus the question's words
     # that match nothing in the schema or its values); a question it cannot answer gets "This database does not
-    # hold that" (Answer.abstained) instead of SQL. Thresholds fitted by bench/ask/abstention.py on train+dev.
+    # hold that" (Answer.abstained) instead of SQL. Thresholds fitted by bench/ask/abstention.py on train.
     abstain: bool = False
     abstain_p_alone: float = 0.0  # abstain when P(yes) is below this (0: the yes/no is not asked)
     abstain_p_with_gap: float = 0.0  # ... or below this with at least abstain_min_uncovered unmatched words

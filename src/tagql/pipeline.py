@@ -193,8 +193,11 @@ class TagQL:
         thresholds = Thresholds(p_alone=a.abstain_p_alone, p_with_gap=a.abstain_p_with_gap,
                                 min_uncovered=a.abstain_min_uncovered, coverage_alone=a.abstain_coverage_alone,
                                 prompt=a.abstain_prompt)
+        from tagql.db.values import value_index
+
+        index = value_index(self.db, self.settings.cache_dir, progress=self.step_progress)
         return check_question(question, self.db, self.llm, self.synthesizer.system_message(),
-                              statements=[s.render() for s in statements], thresholds=thresholds)
+                              statements=[s.render() for s in statements], thresholds=thresholds, index=index)
 
 
 def open_knowledge(

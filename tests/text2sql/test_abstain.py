@@ -268,3 +268,51 @@ def test_the_model_is_asked_only_when_its_answer_can_change_the_decision(club) -
     # otherwise it is asked
     v = check_question("What is Angela's salary?", club, llm, system_message, thresholds=Thresholds())
     assert v.p_answerable == pytest.approx(0.99) and len(llm.prompts) == 1
+
+
+# -- ids and codes, the value index ---------------------------------------------------------------------------
+
+def test_ids_and_codes_the_question_quotes_are_literals_not_words(club) -> None:
+    vocab = database_vocabulary(club)
+    # the letter runs of a token that mixes letters and digits are not content words
+    assert uncovered_terms('What is the position of member id "rec4BLdZHS2Blfp4v"?', vocab) == []
+    assert uncovered_terms("Which member has code TR001_10_11 and the LD50 salary?", vocab) == ["salary"]
+    # a plain word next to a number stays a word
+    assert uncovered_terms("What is the salary in 2019?", vocab) == ["salary"]
+
+
+def test_the_vocabulary_reads_the_value_index_and_a_capped_column_in_full(club, tmp_path: Path) -> None:
+    from tagql.db.values import ValueIndex
+    from tagql.text2sql.abstain import index_values
+
+    with sqlite3.connect(club.path) as con:
+        con.execute("CREATE TABLE zip_code (city TEXT)")
+        con.executemany("INSERT INTO zip_code VALUES (?)", [(f"Town{i:04d}",) for i in range(300)]
+                        + [("Lincolnton",)])
+    db = open_database(club.path)
+    index = ValueIndex.build(db, max_distinct=250)  # the city column is capped: Lincolnton is past the cap
+    assert any(c.capped for c in index.columns if c.column == "city")
+    assert "Lincolnton" not in [v for _, v in index.values]
+    categories, names = index_values(db, index)
+    assert "Medium" in categories and "Lincolnton" in names  # the capped column was read in full
+    vocab = database_vocabulary(db, index)
+    assert uncovered_terms("Which member lives in Lincolnton and wears Medium?", vocab) == ["lives", "wears"]
+    assert uncovered_terms("Who wears medium?", vocab) == ["wears"]
+
+
+def test_the_pipeline_passes_its_value_index_to_the_gate(club, monkeypatch) -> None:
+    from tagql.db import values
+
+    built = []
+    real = values.value_index
+
+    def spy(db, cache_dir, **kw):
+        built.append(db.name)
+        return real(db, cache_dir, **kw)
+
+    monkeypatch.setattr(values, "value_index", spy)
+    settings = _settings(True)
+    settings.answer.value_hints = False  # only the gate reads the index
+    settings.answer.abstain_coverage_alone = 2
+    a = TagQL(club, ScriptedLLM([]), settings=settings).ask("What is the average salary bonus of members?")
+    assert a.abstained and built == [club.name]

@@ -5,7 +5,9 @@ of the members" with no salary column) gets "this database does not hold that" i
 different question with confidence. Two signals, read before any SQL is written:
 
 * **schema coverage** (:func:`uncovered_terms`): the question's content words that match nothing the database
-  names -- tables, columns, their descriptions, the stored text values, the question's domain statements.
+  names -- tables, columns, their descriptions, the stored text values (read from the database's value index,
+  :mod:`tagql.db.values`, when given), the question's domain statements; ids and codes the question quotes
+  ("TR001_10_11", "rec4BLdZHS2Blfp4v") are literals, not words.
   Free, and it names what is missing ("salary"), but on its own it cannot tell an unknown word that means a
   column ("tallest" is ``height_cm``) from one that means something absent.
 * **the model's yes/no** (:func:`answerable_probability`): P(yes) to "can this question be answered from the
@@ -13,8 +15,8 @@ different question with confidence. Two signals, read before any SQL is written:
   it costs ~the question's tokens). Needs token probabilities (``supports_choice_probs``: the local backend);
   without them the decision rests on coverage alone.
 
-:func:`decide` combines them (thresholds fitted on the train/dev parts of ``bench/ask/data/unanswerable.json``
-with ``bench/ask/abstention.py``; docs/text2sql.md has the figures).
+:func:`decide` combines them (thresholds fitted on the train part of ``bench/ask/data/unanswerable.json`` and
+the answerable BIRD train questions with ``bench/ask/abstention.py``; docs/text2sql.md has the figures).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 from tagql.db.connection import Database
 from tagql.db.schema import Schema
+from tagql.db.values import ValueIndex
 from tagql.errors import TagqlError
 from tagql.llm.base import LLM, Message, user
 from tagql.text import STOP_WORDS, split_identifier
@@ -106,7 +109,7 @@ class Vocabulary:
         return bool(difflib.get_close_matches(word, near, n=1, cutoff=0.88))
 
 
-_VOCABULARIES: weakref.WeakKeyDictionary[Any, Vocabulary] = weakref.WeakKeyDictionary()
+_VOCABULARIES: weakref.WeakKeyDictionary[Any, tuple[int, Vocabulary]] = weakref.WeakKeyDictionary()
 
 
 def schema_vocabulary(schema: Schema, values: Iterable[str] = (), names: Iterable[str] = ()) -> Vocabulary:
@@ -135,14 +138,17 @@ CATEGORY_MAX = 200  # a text column with at most this many distinct values holds
 
 
 def stored_values(db: Database, *, per_column: int = 20000, max_chars: int = 60,
-                  timeout_s: float = 2.0) -> tuple[list[str], list[str]]:
-    """Distinct short text values of the database's text columns, as (categories, names): the values of
-    columns with at most :data:`CATEGORY_MAX` distinct values, and the rest (at most ``per_column`` per
-    column, each query under ``timeout_s``; a column that cannot be read in time is skipped)."""
+                  timeout_s: float = 2.0, only: set[tuple[str, str]] | None = None) -> tuple[list[str], list[str]]:
+    """Distinct short text values of the database's text columns (``only``: these (table, column) pairs), as
+    (categories, names): the values of columns with at most :data:`CATEGORY_MAX` distinct values, and the
+    rest (at most ``per_column`` per column, each query under ``timeout_s``; a column that cannot be read in
+    time is skipped)."""
     categories: list[str] = []
     names: list[str] = []
     for t in db.schema.tables:
         for c in t.columns:
+            if only is not None and (t.name, c.name) not in only:
+                continue
             if not any(k in (c.type or "").upper() for k in ("CHAR", "TEXT", "STRING", "CLOB")) and c.type:
                 continue
             sql = f"SELECT DISTINCT {db.schema.quote(c.name)} FROM {db.schema.quote(t.name)} LIMIT {per_column}"
@@ -155,20 +161,52 @@ def stored_values(db: Database, *, per_column: int = 20000, max_chars: int = 60,
     return categories, names
 
 
-def database_vocabulary(db: Database) -> Vocabulary:
-    """:func:`schema_vocabulary` of ``db`` with its stored text values, built once per opened database."""
+def index_values(db: Database, index: ValueIndex) -> tuple[list[str], list[str]]:
+    """The stored values of ``db`` from its :class:`~tagql.db.values.ValueIndex` (the one the SQL prompt's
+    value hints read), as (categories, names) like :func:`stored_values`: a column with at most
+    :data:`CATEGORY_MAX` distinct values holds categories, any other names. A column the index capped
+    (more than its 5,000 distinct values: the 1,000s of US city names) is read here in full, up to
+    :func:`stored_values`' limit, so a name past the index's cap still counts."""
+    by_column: dict[int, list[str]] = {}
+    for col, v in index.values:
+        by_column.setdefault(col, []).append(v)
+    categories: list[str] = []
+    names: list[str] = []
+    capped = set()
+    for col, info in enumerate(index.columns):
+        if info.capped:
+            capped.add((info.table, info.column))
+            continue
+        vs = by_column.get(col, [])
+        (names if len(vs) > CATEGORY_MAX else categories).extend(v for v in vs if len(v) <= 60)
+    if capped:
+        more_categories, more_names = stored_values(db, only=capped)
+        categories += more_categories
+        names += more_names
+    return categories, names
+
+
+def database_vocabulary(db: Database, index: ValueIndex | None = None) -> Vocabulary:
+    """:func:`schema_vocabulary` of ``db`` with its stored text values, built once per opened database: the
+    values of ``index`` (the database's value index, :func:`tagql.db.values.value_index`) when given, else
+    read by :func:`stored_values`."""
     try:
         cached = _VOCABULARIES.get(db)
     except TypeError:
         cached = None
-    if cached is None:
-        categories, names = stored_values(db)
-        cached = schema_vocabulary(db.schema, categories, names)
+    if cached is None or cached[0] != id(index):
+        categories, names = index_values(db, index) if index is not None else stored_values(db)
+        cached = (id(index), schema_vocabulary(db.schema, categories, names))
         try:
             _VOCABULARIES[db] = cached
         except TypeError:
             pass
-    return cached
+    return cached[1]
+
+
+# a token mixing letters and digits ("TR001_10_11", "rec1N0upiVLy5esTO", "LD50") is an id or a code the
+# question quotes: its letter runs are not words
+_CODE = re.compile(r"\b[A-Za-z0-9_]*(?:[A-Za-z][0-9]|[0-9][A-Za-z])[A-Za-z0-9_]*\b")
 
 
 def uncovered_terms(question: str, vocab: Vocabulary, statements: Sequence[str] = ()) -> list[str]:
@@ -178,6 +216,7 @@ def uncovered_terms(question: str, vocab: Vocabulary, statements: Sequence[str] 
     for s in statements:
         extra.update(_stems(s))
     out: list[str] = []
+    question = _CODE.sub(" ", question)  # ids and codes are literals, not words
     for word in re.findall(r"[A-Za-z]+(?:['\u2019-][A-Za-z]+)*", question):
         capitalised = word[0].isupper()
         w = word.lower().replace("\u2019", "'")
@@ -250,10 +289,12 @@ def decide(p_answerable: float | None, uncovered: Sequence[str], thresholds: Thr
 
 
 def check_question(question: str, db: Database, llm: LLM, system_message: Message, *,
-                   statements: Sequence[str] = (), thresholds: Thresholds = Thresholds()) -> Verdict:
+                   statements: Sequence[str] = (), thresholds: Thresholds = Thresholds(),
+                   index: ValueIndex | None = None) -> Verdict:
     """Both signals for ``question`` on ``db`` and the decision (no model call when the thresholds do not
-    read the probability, or when enough words match nothing to abstain anyway)."""
-    uncovered = uncovered_terms(question, database_vocabulary(db), statements)
+    read the probability, or when enough words match nothing to abstain anyway). ``index``: the database's
+    value index, whose stored values count as covered (else they are read here)."""
+    uncovered = uncovered_terms(question, database_vocabulary(db, index), statements)
     if thresholds.coverage_alone and len(uncovered) >= thresholds.coverage_alone:
         return decide(None, uncovered, thresholds, database=db.name)
     uses_p = thresholds.p_alone > 0 or (thresholds.p_with_gap > 0 and len(uncovered) >= thresholds.min_uncovered)
