@@ -2,17 +2,20 @@
 
 The unanswerable set (`bench/ask/data/unanswerable.json`: questions over student_club, superhero, toxicology
 and the demo database that the database cannot answer, five kinds, split once train/dev/test stratified by kind
-and database, seed 36) is mixed with the answerable BIRD questions of the same part of the fixed BIRD split
-(`bench/ask/data/bird_ask_split.json`). Per question the two signals of `tagql.text2sql.abstain` are read (the
-uncovered content words, free; the local model's P(yes) to "can this schema answer it", one yes/no call), the
-thresholds are fitted on train+dev (the highest recall at precision >= 0.90, then the fewest false abstentions)
-and applied to dev and test. The gate runs before any SQL, so EX with abstention is EX without it minus the
-answerable questions it refused: EX without is read from a `bench.ask.bird` run's records on the same
-questions (`--bird`, condition `none`).
+and database, seed 36) is mixed with ALL 432 answerable BIRD questions of the three databases, each in its part
+of the fixed BIRD split (`bench/ask/data/bird_ask_split.json`: train 215, dev 107, test 110). Per question the
+signals of `tagql.text2sql.abstain` are read (the uncovered content words, free, with the vocabulary built from
+the database's value index as the pipeline does; the local model's P(yes) where `--signals` recorded it), the
+thresholds are fitted on train only (the highest recall at precision >= 0.90, then the fewest false
+abstentions), dev checks them and test is reported beside it. Each split is scored twice: without evidence
+(condition `none`) and with the BIRD evidence passed as a domain statement (`evidence`, as the pipeline passes
+retrieved statements). The gate runs before any SQL, so EX with abstention is EX without it minus the correct
+answers refused: per-question correctness is read from a `bench.ask.bird` run's records of the same condition
+(`--bird`; default bench/results/ask/bird.json, the recorded live run over all 432 questions, both conditions).
 
     python -m bench.ask.abstention --split-check                 # the committed split is the seed-36 split
+    python -m bench.ask.abstention                               # coverage rule: fit on train, report all splits
     python -m bench.ask.abstention --signals                     # real model: the yes/no per question (resumable)
-    python -m bench.ask.abstention --bird /tmp/bird_*.json       # fit on train+dev, report dev and test
 
 Prints a table and writes bench/results/ask/abstention.json.
 """
@@ -74,15 +77,19 @@ TRAIN_ANSWERABLE = 60  # BIRD train questions in the mix (seeded subset; dev and
 VARIANTS = ("answerable", "answerable_missing")  # the yes/no prompts compared (prompts.toml)
 
 
-def answerable_questions() -> list[dict]:
-    """The BIRD questions of the three databases: all of dev and test, a seed-36 sample of
+def answerable_questions(sample_train: bool = True) -> list[dict]:
+    """The BIRD questions of the three databases (with their evidence): all of dev and test, and all of
+    train, or (``sample_train``: the model's yes/no was measured on these) a seed-36 sample of
     :data:`TRAIN_ANSWERABLE` train questions."""
     from bench.ask.bird_split import load_split
 
     part_of = load_split()
     bird = json.loads((DATA / "bird" / "dev.json").read_text())
     qs = [{"database": q["db_id"], "question": q["question"], "question_id": q["question_id"],
-           "split": part_of[q["question_id"]], "kind": "answerable"} for q in bird if q["db_id"] in DBS]
+           "evidence": q.get("evidence", ""), "split": part_of[q["question_id"]], "kind": "answerable"}
+          for q in bird if q["db_id"] in DBS]
+    if not sample_train:
+        return qs
     train = [q for q in qs if q["split"] == "train"]
     keep = {q["question_id"] for q in random.Random(SEED).sample(train, TRAIN_ANSWERABLE)}
     return [q for q in qs if q["split"] != "train" or q["question_id"] in keep]
@@ -151,16 +158,22 @@ def grid() -> list[tuple[str, object]]:
     return out + [("coverage", Thresholds(p_alone=0.0, p_with_gap=0.0, coverage_alone=m)) for m in (1, 2, 3, 4)]
 
 
-def abstains(r: dict, th, variant: str) -> bool:
+CONDITIONS = ("none", "evidence")  # the BIRD run's conditions: no evidence, the evidence as a domain statement
+
+
+def abstains(r: dict, th, variant: str, condition: str = "none") -> bool:
+    """Whether the gate refuses record ``r``: its uncovered words under ``condition`` (with the evidence as
+    a domain statement, as the pipeline passes retrieved statements, for "evidence")."""
     from tagql.text2sql.abstain import decide
 
-    return decide(None if variant == "coverage" else r["p"][variant], r["uncovered"], th).abstain
+    uncovered = r.get("uncovered_by", {}).get(condition, r.get("uncovered", []))
+    return decide(None if variant == "coverage" else r["p"][variant], uncovered, th).abstain
 
 
-def score(records: list[dict], th, variant: str) -> dict:
+def score(records: list[dict], th, variant: str, condition: str = "none") -> dict:
     tp = fp = fn = 0
     for r in records:
-        abstain = abstains(r, th, variant)
+        abstain = abstains(r, th, variant, condition)
         unanswerable = r["kind"] != "answerable"
         tp += abstain and unanswerable
         fp += abstain and not unanswerable
@@ -172,7 +185,8 @@ def score(records: list[dict], th, variant: str) -> dict:
 
 def fit(records: list[dict], signals: tuple[str, ...] = (*VARIANTS, "coverage")):
     """The thresholds with the highest recall at precision >= 0.90 on ``records`` (ties: fewer false
-    abstentions, then the more conservative thresholds), over the ``signals`` given."""
+    abstentions, then the more conservative thresholds), over the ``signals`` given (condition "none":
+    no evidence, the harder case for answerable questions)."""
     best, best_key = None, None
     for variant, th in grid():
         if variant not in signals:
@@ -192,7 +206,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--signals", action="store_true", help="compute the signals with the real model (resumable)")
     ap.add_argument("--limit-s", type=float, default=840, help="stop --signals after this many seconds")
     ap.add_argument("--records", default=str(common.RESULTS / "ask" / "abstention_signals.jsonl"))
-    ap.add_argument("--bird", nargs="*", default=[], help="bench.ask.bird result files (EX without abstention)")
+    ap.add_argument("--bird", nargs="*", default=[str(common.RESULTS / "ask" / "bird.json")],
+                    help="bench.ask.bird result files with per-question correctness (EX without abstention; "
+                         "default: the recorded run over all 432 questions, both conditions)")
     ap.add_argument("--out", default=str(common.result_path("ask", "abstention")))
     args = ap.parse_args(argv)
     console = Console()
@@ -212,73 +228,93 @@ def main(argv: list[str] | None = None) -> None:
     measured = {}
     if records_path.exists():
         measured = {r["key"]: r for r in map(json.loads, records_path.read_text().splitlines()) if r}
-    # every question; the yes/no probabilities of those the model was asked (a prompt counts only when all were)
-    records = [measured.get(key(q)) or {**q, "key": key(q), "question_id": q.get("question_id"), "p": {}}
-               for q in load_set() + answerable_questions()]
+    # every question (all 432 answerable ones); the yes/no probabilities of those the model was asked (a
+    # prompt counts only when all were)
+    records = [{**q, "key": key(q), "p": measured.get(key(q), {}).get("p", {}),
+                **({"check_s": measured[key(q)]["check_s"]} if key(q) in measured else {})}
+               for q in load_set() + answerable_questions(sample_train=False)]
     report(records, args.bird, args.out, run, console)
 
 
 def report(records: list[dict], bird_files: list[str], out: str, run, console: Console) -> None:
-    from tagql.config import AnswerSettings
+    from tagql.config import AnswerSettings, load_settings
     from tagql.db import open_database
+    from tagql.db.values import value_index
     from tagql.text2sql.abstain import Thresholds, database_vocabulary, uncovered_terms
 
-    vocab = {name: database_vocabulary(open_database(database_path(name))) for name in {r["database"] for r in records}}
+    cache_dir = load_settings().cache_dir
+    vocab = {}
+    for name in sorted({r["database"] for r in records}):
+        db = open_database(database_path(name))
+        vocab[name] = database_vocabulary(db, value_index(db, cache_dir))  # the index the pipeline passes
     for r in records:  # today's coverage check (free), beside the recorded probabilities
-        r["uncovered"] = uncovered_terms(r["question"], vocab[r["database"]])
+        v = vocab[r["database"]]
+        r["uncovered_by"] = {"none": uncovered_terms(r["question"], v),
+                             "evidence": uncovered_terms(r["question"], v, [r["evidence"]] if r.get("evidence") else [])}
     by_split = defaultdict(list)
     for r in records:
         by_split[r["split"]].append(r)
     measured = tuple(v for v in VARIANTS if all(v in r.get("p", {}) for r in records))
-    fitted = fit(by_split["train"] + by_split["dev"], (*measured, "coverage"))
-    coverage = fit(by_split["train"] + by_split["dev"], ("coverage",))
+    fitted = fit(by_split["train"], (*measured, "coverage"))  # tuned on train only; dev checks, test reports
     a = AnswerSettings()
     default_th = Thresholds(p_alone=a.abstain_p_alone, p_with_gap=a.abstain_p_with_gap,
                             min_uncovered=a.abstain_min_uncovered, coverage_alone=a.abstain_coverage_alone,
                             prompt=a.abstain_prompt)
     uses_p = default_th.p_alone > 0 or default_th.p_with_gap > 0
     default = (default_th.prompt if uses_p else "coverage", default_th)
-    correct: dict[int, bool] = {}
+    correct: dict[tuple[int, str], bool] = {}
     for path in bird_files:
         for r in json.loads(Path(path).read_text())["records"]:
-            if r["condition"] == "none":
-                correct[r["question_id"]] = bool(r["correct"])
-    table = Table(title="honest abstention (unanswerable set + answerable BIRD questions of the same split)")
-    for col in ("decision", "split", "unanswerable", "answerable", "precision", "recall", "false abstentions",
-                "EX without", "EX with", "n EX"):
+            correct[(r["question_id"], r["condition"])] = bool(r["correct"])
+    table = Table(title="honest abstention: the unanswerable set + all 432 answerable BIRD questions, per split")
+    for col in ("decision", "evidence", "split", "unanswerable", "answerable", "precision", "recall",
+                "refused answerable", "of them correct", "EX without", "EX with", "n EX"):
         table.add_column(col, justify="right")
     summary: dict[str, dict] = {}
-    for name, choice in (("fitted", fitted), ("coverage only", coverage), ("tagql default", default)):
+    choices = [("fitted on train", fitted), ("tagql default", default)]
+    if fitted == default:
+        choices = [("fitted = default", default)]
+    for name, choice in choices:
         if choice is None or (choice[0] != "coverage" and choice[0] not in measured):
             continue
         variant, th = choice
-        for split in ("train", "dev", "test"):
-            rs = by_split[split]
-            s = score(rs, th, variant)
-            ans = [r for r in rs if r["kind"] == "answerable"]
-            with_ex = [r for r in ans if r["question_id"] in correct]
-            ex_without = sum(correct[r["question_id"]] for r in with_ex) / len(with_ex) if with_ex else None
-            ex_with = (sum(correct[r["question_id"]] and not abstains(r, th, variant) for r in with_ex)
-                       / len(with_ex)) if with_ex else None
-            per_kind = {}
-            for kind in sorted({r["kind"] for r in rs} - {"answerable"}):
-                kr = [r for r in rs if r["kind"] == kind]
-                per_kind[kind] = round(sum(abstains(r, th, variant) for r in kr) / len(kr), 3)
-            refused = [r["question"] for r in ans if abstains(r, th, variant)]
-            summary[f"{name}/{split}"] = {**s, "n_unanswerable": len(rs) - len(ans), "n_answerable": len(ans),
-                                          "ex_without": ex_without, "ex_with": ex_with, "n_ex": len(with_ex),
-                                          "recall_by_kind": per_kind, "refused_answerable": refused}
-            table.add_row(name, split, str(len(rs) - len(ans)), str(len(ans)), f"{s['precision']:.3f}",
-                          f"{s['recall']:.3f}", str(s["fp"]), "-" if ex_without is None else f"{ex_without:.3f}",
-                          "-" if ex_with is None else f"{ex_with:.3f}", str(len(with_ex)))
+        for condition in CONDITIONS:
+            for split in ("train", "dev", "test"):
+                rs = by_split[split]
+                s = score(rs, th, variant, condition)
+                ans = [r for r in rs if r["kind"] == "answerable"]
+                with_ex = [r for r in ans if (r["question_id"], condition) in correct]
+                ok = {r["question_id"] for r in with_ex if correct[(r["question_id"], condition)]}
+                refused = [r for r in ans if abstains(r, th, variant, condition)]
+                refused_correct = [r for r in refused if r["question_id"] in ok]
+                ex_without = len(ok) / len(with_ex) if with_ex else None
+                ex_with = (len(ok) - len(refused_correct)) / len(with_ex) if with_ex else None
+                per_kind = {}
+                for kind in sorted({r["kind"] for r in rs} - {"answerable"}):
+                    kr = [r for r in rs if r["kind"] == kind]
+                    per_kind[kind] = round(sum(abstains(r, th, variant, condition) for r in kr) / len(kr), 3)
+                summary[f"{name}/{condition}/{split}"] = {
+                    **s, "n_unanswerable": len(rs) - len(ans), "n_answerable": len(ans),
+                    "ex_without": ex_without, "ex_with": ex_with, "n_ex": len(with_ex), "recall_by_kind": per_kind,
+                    "refused_answerable": len(refused), "refused_correct": len(refused_correct),
+                    # train and dev questions are named (what the rule was fixed on); test ones only counted
+                    **({"refused_questions": [{"question_id": r["question_id"], "question": r["question"],
+                                               "uncovered": r["uncovered_by"][condition]} for r in refused]}
+                       if split != "test" else {})}
+                table.add_row(name, condition, split, str(len(rs) - len(ans)), str(len(ans)),
+                              f"{s['precision']:.3f}", f"{s['recall']:.3f}", str(len(refused)),
+                              str(len(refused_correct)), "-" if ex_without is None else f"{ex_without:.3f}",
+                              "-" if ex_with is None else f"{ex_with:.3f}", str(len(with_ex)))
     console.print(table)
-    console.print(f"fitted on train+dev: {fitted}; coverage only: {coverage}; tagql's default: {default}")
+    console.print(f"fitted on train: {fitted}; tagql's default: {default}")
     secs = sorted(t for r in records for t in r.get("check_s", {}).values() if isinstance(r.get("check_s"), dict))
+    for r in records:
+        if r["split"] == "test":  # the test part is counted, not listed question by question
+            r.pop("uncovered_by", None)
     run.save(out, {"fitted": {"signal": fitted[0], **vars(fitted[1])} if fitted else None,
-                   "coverage_only": {"signal": coverage[0], **vars(coverage[1])} if coverage else None,
+                   "fitted_on": "train (unanswerable train part + the 215 answerable train questions)",
                    "default": {"signal": default[0], **vars(default[1])}, "summary": summary,
                    "check_s_median": secs[len(secs) // 2] if secs else None,
-                   "train_answerable": f"seed-{SEED} sample of {TRAIN_ANSWERABLE} BIRD train questions",
                    "bird_records": bird_files, "records": records})
     if fitted is not None:
         env = {f"TAGQL_ANSWER__ABSTAIN_{k.upper()}": v for k, v in vars(fitted[1]).items()}
