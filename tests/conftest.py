@@ -78,6 +78,25 @@ def postgres_owner_url(postgres_url: str) -> str:
     return os.environ.get("TAGQL_TEST_POSTGRES_OWNER_URL") or postgres_url
 
 
+@pytest.fixture
+def pg_schema_url(postgres_owner_url: str):
+    """A PostgreSQL URL whose tables land in a new, empty schema (``search_path``), dropped after the test:
+    a fresh state store per test on the one CI server."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    schema = "tagql_test_" + uuid.uuid4().hex[:8]
+    url = sa.engine.make_url(postgres_owner_url).set(drivername="postgresql+psycopg")
+    admin = sa.create_engine(url)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
+    yield url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+    admin.dispose()
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     path = shared_data_dir()
     if path.is_dir():

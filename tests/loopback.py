@@ -3,6 +3,7 @@ waited for until its ``/v1/health`` answers. One copy of each, for every test th
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ import httpx
 
 from tagql.llm.llama_server import free_port
 
-__all__ = ["free_port", "run_app", "wait_until_healthy"]
+__all__ = ["free_port", "run_app", "stop_processes", "wait_until_healthy"]
 
 
 def run_app(app: Any, *, log_level: str = "warning", **config: Any) -> Iterator[str]:
@@ -45,3 +46,15 @@ def wait_until_healthy(base: str, tries: int = 300) -> None:
         except httpx.TransportError:
             time.sleep(0.1)
     raise AssertionError("the server did not come up")
+
+
+def stop_processes(procs: list[subprocess.Popen], timeout: float = 30) -> None:
+    """Terminate every server process, then wait for each (killing one that outlives ``timeout``), so a
+    failed test never leaves a replica holding its port or the state store."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -26,24 +26,13 @@ def sqlite_engines(tmp_path: Path) -> tuple[sa.Engine, sa.Engine]:
 
 
 @pytest.fixture()
-def postgres_engines(postgres_owner_url: str) -> tuple[sa.Engine, sa.Engine]:
-    import uuid
-
-    schema = f"kb_test_{uuid.uuid4().hex[:8]}"  # its own schema: other runs on the server stay apart
-    owner = sa.create_engine(postgres_owner_url)
-    with owner.begin() as conn:
-        conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    sep = "&" if "?" in postgres_owner_url else "?"
-    url = f"{postgres_owner_url}{sep}options=-csearch_path%3D{schema}"
-    first, second = sa.create_engine(url), sa.create_engine(url)
+def postgres_engines(pg_schema_url: str) -> tuple[sa.Engine, sa.Engine]:
+    first, second = sa.create_engine(pg_schema_url), sa.create_engine(pg_schema_url)
     with first.begin() as conn:
         create_tables(conn)
     yield first, second
     first.dispose()
     second.dispose()
-    with owner.begin() as conn:
-        conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-    owner.dispose()
 
 
 def two_stores(engines: tuple[sa.Engine, sa.Engine], schema, embedder) -> tuple[SharedKnowledgeBase, ...]:

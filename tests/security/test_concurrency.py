@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from tagql.llm.llama_server import free_port
+from tests.loopback import stop_processes
 
 WORKER = Path(__file__).with_name("store_worker.py")
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -158,13 +159,7 @@ def test_statements_through_two_service_replicas(tmp_path: Path, demo_db_path: P
         listed = httpx.get(f"{urls[0]}/v1/databases/superhero/statements",
                            headers={"Authorization": f"Bearer {reader}"}).json()["statements"]
     finally:
-        for proc in servers:
-            proc.terminate()
-        for proc in servers:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(servers)
     texts = [s["text"] for s in listed]
     assert len(acked) == PROCS * PER_PROC and sorted(texts) == sorted(acked)  # 0 lost, 0 duplicated
     _check(tmp_path / "knowledge" / "superhero.kb", "SELECT text FROM statements", acked)

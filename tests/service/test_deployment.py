@@ -11,14 +11,12 @@ import os
 import re
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
-from tests.loopback import free_port, wait_until_healthy
+from tests.loopback import free_port, stop_processes, wait_until_healthy
 from tests.openai_double import OpenAIDouble, yes_no_reply
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,16 +61,7 @@ def state_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'state.sqlite'}"
         return
-    owner = request.getfixturevalue("postgres_owner_url")
-    schema = "tagql_deploy_" + uuid.uuid4().hex[:8]
-    url = sa.engine.make_url(owner).set(drivername="postgresql+psycopg")
-    admin = sa.create_engine(url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    yield url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-    admin.dispose()
+    yield request.getfixturevalue("pg_schema_url")
 
 
 def test_two_replicas_share_verdicts_answers_and_statements(tmp_path, demo_db_path, state_url):
@@ -111,10 +100,4 @@ def test_two_replicas_share_verdicts_answers_and_statements(tmp_path, demo_db_pa
             listed = httpx.get(f"{two}/v1/databases/superhero/statements", timeout=30).json()
             assert "giants are heroes taller than 300 cm" in json.dumps(listed)
         finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop_processes(procs, timeout=20)

@@ -6,14 +6,12 @@ shared; a database's existing .kb file seeds the shared store once."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
 from tagql.config import load_settings
 from tagql.knowledge.store import KnowledgeBase
@@ -70,22 +68,9 @@ async def test_two_replicas_on_one_sqlite_state(tmp_path: Path, demo_db_path: Pa
     await two_replicas_share_statements(lambda folder: replica(tmp_path, demo_db_path, url, folder))
 
 
-@pytest.fixture()
-def postgres_state(postgres_owner_url: str) -> Iterator[str]:
-    schema = f"tagql_kb_{uuid.uuid4().hex[:8]}"  # its own schema: other test runs on the server stay apart
-    owner = sa.create_engine(postgres_owner_url)
-    with owner.begin() as conn:
-        conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    sep = "&" if "?" in postgres_owner_url else "?"
-    yield f"{postgres_owner_url}{sep}options=-csearch_path%3D{schema}"
-    with owner.begin() as conn:
-        conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-    owner.dispose()
-
-
 @pytest.mark.postgres
-async def test_two_replicas_on_one_postgres_state(tmp_path: Path, demo_db_path: Path, postgres_state: str) -> None:
-    await two_replicas_share_statements(lambda folder: replica(tmp_path, demo_db_path, postgres_state, folder))
+async def test_two_replicas_on_one_postgres_state(tmp_path: Path, demo_db_path: Path, pg_schema_url: str) -> None:
+    await two_replicas_share_statements(lambda folder: replica(tmp_path, demo_db_path, pg_schema_url, folder))
 
 
 async def test_a_kb_file_seeds_the_shared_store_once(tmp_path: Path, demo_db_path: Path) -> None:

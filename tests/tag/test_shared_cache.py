@@ -4,8 +4,6 @@ a one-line error, a store that fails falls back to memory, and make_engine picks
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 import sqlalchemy as sa
 
@@ -47,22 +45,8 @@ def test_two_caches_over_one_sqlite_state_store_share_verdicts(tmp_path):
     _two_replicas_share(f"sqlite:///{tmp_path / 'state.sqlite'}")
 
 
-@pytest.fixture
-def pg_state_url(postgres_owner_url):
-    """A fresh schema-less database state: a new PostgreSQL schema per test (search_path), dropped after."""
-    schema = "tagcache_" + uuid.uuid4().hex[:8]
-    url = sa.engine.make_url(postgres_owner_url).set(drivername="postgresql+psycopg")
-    admin = sa.create_engine(url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    yield url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-    admin.dispose()
-
-
-def test_two_caches_over_one_postgresql_state_store_share_verdicts(pg_state_url):
-    _two_replicas_share(pg_state_url)
+def test_two_caches_over_one_postgresql_state_store_share_verdicts(pg_schema_url):
+    _two_replicas_share(pg_schema_url)
 
 
 def test_concurrent_writers_of_one_key_keep_one_value(tmp_path):
