@@ -135,6 +135,10 @@ class TagSettings(BaseModel):
     agg_chunk_chars: int = 4000  # hierarchical aggregation: characters of rows per summarised chunk
     udf_timeout_s: float = 600.0  # statement timeout for SQL that calls LM functions
     plan_exemplars: int = 2  # solved plans of the most similar questions shown with each plan prompt (0: none)
+    # a plan column no table has (WHERE country = 'Japan' on circuits) becomes LM_MAP('the country of {name}',
+    # name) for a question that needs the LM (tag/plan.py invented_fact_columns); measured on the hidden-column
+    # pool (docs/tag.md)
+    map_invented_columns: bool = False
     # cheap-first filter cascade (embedding proxy + LM-labelled sample, bench/tag/cascade.py: 2.3x fewer LM
     # calls at equal accuracy): "on" = every filter of >= cascade_min_inputs distinct inputs, "auto" = only a
     # filter that would otherwise exceed max_lm_calls, "off" = the LM judges every input

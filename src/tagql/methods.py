@@ -373,7 +373,8 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
         result = Result("", ["row"], [(r,) for r in rows])
     else:  # tag
         planner = Planner(session.db, llm, engine, retries=session.settings.answer.sql_retries,
-                          exemplars=session.settings.tag.plan_exemplars)
+                          exemplars=session.settings.tag.plan_exemplars,
+                          map_invented_columns=session.settings.tag.map_invented_columns)
         p: Plan | None = None
         try:
             p, plan_attempts = planner.make(question, statements)

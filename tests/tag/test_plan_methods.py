@@ -860,3 +860,55 @@ def test_a_streaming_caller_sees_the_plan_before_its_operators_run(demo_db_path,
     assert names.index("plan") < names.index("progress")
     first, last = (d for n, d in events if n == "plan")
     assert first["operators"][0]["op"] == "filter" and "trace" not in first and "trace" in last
+
+
+def test_an_invented_column_becomes_a_fact_the_lm_judges_or_maps(superhero):
+    """A column no table has, outside ORDER BY: a comparison with a constant becomes an LM_FILTER on the
+    claim it makes, anything else an LM_MAP of the fact (a selected one keeps its name for GROUP BY)."""
+    from tagql.tag.plan import invented_fact_columns
+
+    p = Plan(sql="SELECT superhero_name FROM superhero WHERE home_planet = 'Krypton'", operators=[])
+    assert invented_fact_columns(p, superhero) == [
+        "home_planet = 'Krypton' -> LM_FILTER('the home planet of {superhero_name} is Krypton', "
+        "superhero.superhero_name)"]
+    p = Plan(sql="SELECT T1.home_planet, COUNT(*) FROM superhero AS T1 GROUP BY T1.home_planet", operators=[])
+    invented_fact_columns(p, superhero)
+    assert p.sql == ("SELECT LM_MAP('the home planet of {superhero_name}', T1.superhero_name) AS home_planet, "
+                     "COUNT(*) FROM superhero AS T1 GROUP BY LM_MAP('the home planet of {superhero_name}', "
+                     "T1.superhero_name)")
+    p = Plan(sql="SELECT superhero_name FROM superhero WHERE home_planet NOT IN ('Krypton', 'Mars')", operators=[])
+    invented_fact_columns(p, superhero)
+    assert p.sql.endswith("WHERE NOT LM_FILTER('the home planet of {superhero_name} is one of: Krypton, Mars', "
+                          "superhero.superhero_name)")
+    # a stored column, and one another table has (the join repair's case), are left alone
+    for sql in ["SELECT superhero_name FROM superhero WHERE height_cm > 200",
+                "SELECT superhero_name FROM superhero WHERE publisher_name = 'DC Comics'"]:
+        p = Plan(sql=sql, operators=[])
+        assert invented_fact_columns(p, superhero) == [] and p.sql == sql
+
+
+def test_a_hybrid_plan_with_an_invented_column_runs_with_the_lm_judging_it(superhero):
+    invented = {"sql": "SELECT superhero_name FROM superhero WHERE id BETWEEN 530 AND 670 AND home_planet = 'Krypton'",
+                "operators": []}
+    krypton = {"Supergirl", "Superman", "Power Girl"}
+
+    def fn(messages):
+        last = messages[-1].content
+        if "Does answering" in last:
+            return "yes"
+        claim = re.search(r"<statement>(.*?)</statement>", last)
+        if claim:
+            return "yes" if any(f"of {name} is Krypton" in claim.group(1) for name in krypton) else "no"
+        return json.dumps(invented)
+
+    names = {r[0] for r in superhero.execute("SELECT superhero_name FROM superhero WHERE id BETWEEN 530 AND 670").rows}
+    llm = ScriptedLLM(fn)
+    plan, attempts = Planner(superhero, llm, SemEngine(llm), map_invented_columns=True).make(
+        "Which heroes come from Krypton?")
+    assert "invented_to_lm_map" in attempts[1] and "LM_FILTER(" in plan.sql
+    run = run_plan(plan, superhero, SemEngine(llm, cascade="off"))  # the LM judges each of the 141 names
+    assert {r[0] for r in run.result.rows} == krypton & names == krypton
+    # off (the default): the plan is validated as written and the missing column reported
+    llm = ScriptedLLM(fn)
+    with pytest.raises(PlanError, match="home_planet"):
+        Planner(superhero, llm, SemEngine(llm)).make("Which heroes come from Krypton?")

@@ -205,6 +205,88 @@ def invented_order_columns(plan: Plan, db: Database) -> list[str]:
     return notes
 
 
+def invented_fact_columns(plan: Plan, db: Database) -> list[str]:
+    """A column no table has, named outside ORDER BY (``WHERE country = 'Japan'``, ``GROUP BY continent``,
+    ``SELECT name, country``): the model named a fact about the rows that the database does not store
+    (the pool's questions hide exactly such columns). It becomes ``LM_MAP('the country of {name}', name)``
+    over the naming column of the table it was written against (the qualifier's table, else the FROM
+    table: a column called ``name`` or ``*_name``, else its first text column that is not an id), kept under
+    its name in the select list. Run after :func:`invented_order_columns` (ORDER BY wants a number).
+    A column another table has is left to the join repair of validation. Returns ``old -> new`` notes."""
+    from sqlglot import exp
+
+    tree = _parse(plan.sql, db, db.dialect)
+    select = tree if isinstance(tree, exp.Select) else None
+    if select is None:
+        return []
+    tables = {t.name.lower(): t for t in db.schema.tables}
+    known = {c.name.lower() for t in db.schema.tables for c in t.columns}
+    aliases: dict[str, Any] = {}
+    sources = [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]
+    for source in sources:
+        table = source.this if source is not None else None
+        if isinstance(table, exp.Table) and table.name.lower() in tables:
+            aliases.setdefault(table.alias_or_name.lower(), (table.alias_or_name, tables[table.name.lower()]))
+    if not aliases:
+        return []
+    first = next(iter(aliases.values()))
+    ids = identifier_columns(db)
+    named = {e.alias.lower() for e in select.expressions if e.alias}
+    selected = {c.name.lower() for e in select.expressions for c in e.find_all(exp.Column)}
+    order = select.args.get("order")
+    notes = []
+    # the select list first: a column mapped there keeps its name, so GROUP BY / HAVING can read the alias
+    columns = sorted(select.find_all(exp.Column), key=lambda c: not isinstance(c.parent, exp.Select))
+    for col in columns:
+        name = col.name.lower()
+        if name in known or (name in named and not col.table) or (order is not None and col.find_ancestor(exp.Order) is order):
+            continue
+        if col.find_ancestor(exp.Select) is not select:  # a subquery's column: its own scope
+            continue
+        qualifier, table = aliases.get(col.table.lower(), first) if col.table else first
+        text = [c for c in table.columns if c.name.lower() not in ids
+                and not re.search(r"int|real|num|dec|float|double|date|time|bool", c.type or "", re.IGNORECASE)]
+        # what names a row: a text column the query selects, else one called *name*, else the first text one
+        subject = next((c for c in text if c.name.lower() in selected), None) or \
+            next((c for c in text if "name" in c.name.lower()), None) or next(iter(text), None)
+        if subject is None:
+            continue
+        fact = f"the {col.name.replace('_', ' ')} of {{{subject.name}}}"
+        arg = exp.column(subject.name, table=qualifier)
+        node, call = _fact_call(col, fact, arg)
+        if isinstance(node.parent, exp.Select) and node is col:  # a selected column keeps its name
+            call = exp.alias_(call, col.name)
+            named.add(name)
+        notes.append(f"{node.sql(dialect=db.dialect)} -> {call.sql(dialect=db.dialect)}")
+        node.replace(call)
+    if notes:
+        plan.sql = tree.sql(dialect=db.dialect)
+    return notes
+
+
+def _fact_call(col: Any, fact: str, arg: Any) -> tuple[Any, Any]:
+    """What replaces an invented column: a comparison with constants (``country = 'Japan'``, ``IN``, ``<>``)
+    becomes an ``LM_FILTER`` on the statement it makes (the LM judges "the country of {name} is Japan"
+    instead of its map having to spell 'Japan' the same way); anything else is ``LM_MAP`` of the fact.
+    Returns (the node replaced, its replacement)."""
+    from sqlglot import exp
+
+    parent = col.parent
+    values: list[str] = []
+    if isinstance(parent, (exp.EQ, exp.NEQ)) and isinstance(parent.expression, exp.Literal) and parent.this is col:
+        values = [parent.expression.name]
+    elif isinstance(parent, exp.In) and parent.this is col and parent.expressions and all(
+            isinstance(e, exp.Literal) for e in parent.expressions):
+        values = [e.name for e in parent.expressions]
+    if not values:
+        return col, exp.Anonymous(this="LM_MAP", expressions=[exp.Literal.string(fact), arg])
+    claim = f"{fact} is {values[0]}" if len(values) == 1 else f"{fact} is one of: {', '.join(values)}"
+    call: Any = exp.Anonymous(this="LM_FILTER", expressions=[exp.Literal.string(claim), arg])
+    negated = isinstance(parent, exp.NEQ) or (isinstance(parent, exp.In) and isinstance(parent.parent, exp.Not))
+    node = parent.parent if isinstance(parent, exp.In) and isinstance(parent.parent, exp.Not) else parent
+    return node, exp.Not(this=call) if negated else call
+
+
 def _stored_date(select: Any, db: Database) -> Any:
     """The first date or time column of the tables ``select`` reads, qualified as the query names its
     table (``ORDER BY month`` on ``event AS T1`` -> ``T1.event_date``); None without one."""
@@ -577,8 +659,9 @@ class Planner:
     """Asks the LM for a plan (JSON-constrained), validates it, retries once with the error."""
 
     def __init__(self, db: Database, llm: LLM, engine: SemEngine, *, retries: int = 1, max_tokens: int = 400,
-                 exemplars: int = 2):
+                 exemplars: int = 2, map_invented_columns: bool = False):
         self.db = db
+        self.map_invented_columns = map_invented_columns  # invented_fact_columns on hybrid plans
         self.exemplars = exemplars  # solved plans of similar questions shown before the question (0: none)
         self.llm = llm
         self.engine = engine
@@ -632,6 +715,9 @@ class Planner:
                 invented = invented_order_columns(plan, self.db) if hybrid else []
                 if invented:
                     attempts.append({"invented_to_lm_number": invented})
+                facts = invented_fact_columns(plan, self.db) if hybrid and self.map_invented_columns else []
+                if facts:
+                    attempts.append({"invented_to_lm_map": facts})
                 # validation first: it adds missing joins and respells constants, so the guesses are
                 # read in the SQL that runs (``expense`` + ``budget.category`` only has an owner after it)
                 sql, _ = validate_plan(plan, self.db, self.engine, hybrid=hybrid, question=question)
