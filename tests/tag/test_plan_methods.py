@@ -912,3 +912,17 @@ def test_a_hybrid_plan_with_an_invented_column_runs_with_the_lm_judging_it(super
     llm = ScriptedLLM(fn)
     with pytest.raises(PlanError, match="home_planet"):
         Planner(superhero, llm, SemEngine(llm)).make("Which heroes come from Krypton?")
+
+
+def test_a_qualified_column_no_table_of_the_query_has_is_a_fact(superhero):
+    from tagql.tag.plan import invented_fact_columns
+
+    # colour.colour exists, but not on publisher, and colour is not in this query: the publisher's own fact
+    p = Plan(sql="SELECT T1.publisher_name FROM publisher AS T1 WHERE T1.colour = 'red'", operators=[])
+    assert invented_fact_columns(p, superhero) == [
+        "T1.colour = 'red' -> LM_FILTER('the colour of {publisher_name} is red', T1.publisher_name)"]
+    # a mis-aliased column that a joined table has is the join repair's
+    sql = ("SELECT T1.superhero_name FROM superhero AS T1 JOIN publisher AS T2 ON T1.publisher_id = T2.id "
+           "WHERE T1.publisher_name = 'DC Comics'")
+    p = Plan(sql=sql, operators=[])
+    assert invented_fact_columns(p, superhero) == [] and p.sql == sql

@@ -212,7 +212,8 @@ def invented_fact_columns(plan: Plan, db: Database) -> list[str]:
     over the naming column of the table it was written against (the qualifier's table, else the FROM
     table: a column called ``name`` or ``*_name``, else its first text column that is not an id), kept under
     its name in the select list. Run after :func:`invented_order_columns` (ORDER BY wants a number).
-    A column another table has is left to the join repair of validation. Returns ``old -> new`` notes."""
+    A column another table has is left to the join repair of validation (for a qualified column: another
+    table of the query). Returns ``old -> new`` notes."""
     from sqlglot import exp
 
     tree = _parse(plan.sql, db, db.dialect)
@@ -237,13 +238,19 @@ def invented_fact_columns(plan: Plan, db: Database) -> list[str]:
     notes = []
     # the select list first: a column mapped there keeps its name, so GROUP BY / HAVING can read the alias
     columns = sorted(select.find_all(exp.Column), key=lambda c: not isinstance(c.parent, exp.Select))
+    in_query = {c.name.lower() for _q, t in aliases.values() for c in t.columns}
     for col in columns:
         name = col.name.lower()
-        if name in known or (name in named and not col.table) or (order is not None and col.find_ancestor(exp.Order) is order):
+        if (name in named and not col.table) or (order is not None and col.find_ancestor(exp.Order) is order):
             continue
         if col.find_ancestor(exp.Select) is not select:  # a subquery's column: its own scope
             continue
         qualifier, table = aliases.get(col.table.lower(), first) if col.table else first
+        # unqualified: a fact when no table of the database has it (else validation adds the join);
+        # qualified: when neither its table nor any other table of the query has it (``T1.nationality`` on
+        # constructors, which has none, while drivers elsewhere in the database does)
+        if name in (in_query if col.table and col.table.lower() in aliases else known):
+            continue
         text = [c for c in table.columns if c.name.lower() not in ids
                 and not re.search(r"int|real|num|dec|float|double|date|time|bool", c.type or "", re.IGNORECASE)]
         # what names a row: a text column the query selects, else one called *name*, else the first text one
