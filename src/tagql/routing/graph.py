@@ -64,19 +64,9 @@ def table_edges(schema: Schema, values: Mapping[tuple[str, str], Iterable[str]] 
     above the threshold always shares a token of the two sets' rarest ones). The edges are exactly those
     of :func:`table_edges_exhaustive` (the pairwise reference, tested equal), in the same order and with
     the same evidence."""
-    found: dict[frozenset[str], Edge] = {}
-
-    def add(a: str, b: str, kind: str, evidence: str) -> None:
-        if a == b:
-            return
-        key = frozenset((a, b))
-        if key not in found:
-            found[key] = Edge(*sorted((a, b)), kind, evidence)
-
-    _key_edges(schema, add)
+    found, add = _edge_set(schema)
     if values:
-        sets = {k: set(map(str, v)) for k, v in values.items()}
-        keys = [k for k, v in sets.items() if len(v) >= 3]
+        sets, keys = _value_sets(values)
         norm = [_norm(c) for _t, c in keys]
         cands: set[tuple[int, int]] = set()
         for block in _name_blocks([t for t, _c in keys], norm, strict=False):
@@ -115,6 +105,29 @@ def table_edges(schema: Schema, values: Mapping[tuple[str, str], Iterable[str]] 
         if frozenset((ta.name, tb.name)) not in found:
             add(ta.name, tb.name, "names", f"{ta.name}.{ta.columns[x].name} ~ {tb.name}.{tb.columns[y].name}")
     return sorted(found.values(), key=lambda e: (e.a, e.b))
+
+
+def _edge_set(schema: Schema) -> tuple[dict[frozenset[str], Edge], Callable[[str, str, str, str], None]]:
+    """The edges found so far (one per table pair: the first evidence found is kept) and the function that
+    adds one, seeded with the declared keys' edges (:func:`_key_edges`)."""
+    found: dict[frozenset[str], Edge] = {}
+
+    def add(a: str, b: str, kind: str, evidence: str) -> None:
+        if a == b:
+            return
+        key = frozenset((a, b))
+        if key not in found:
+            found[key] = Edge(*sorted((a, b)), kind, evidence)
+
+    _key_edges(schema, add)
+    return found, add
+
+
+def _value_sets(values: Mapping[tuple[str, str], Iterable[str]]
+                ) -> tuple[dict[tuple[str, str], set[str]], list[tuple[str, str]]]:
+    """Each column's distinct values as strings, and the columns with at least 3 (fewer prove no link)."""
+    sets = {k: set(map(str, v)) for k, v in values.items()}
+    return sets, [k for k, v in sets.items() if len(v) >= 3]
 
 
 def _key_edges(schema: Schema, add: Callable[[str, str, str, str], None]) -> None:
@@ -193,19 +206,9 @@ def table_edges_exhaustive(schema: Schema, values: Mapping[tuple[str, str], Iter
                            ) -> list[Edge]:
     """The pairwise reference of :func:`table_edges`: every column pair of every table pair (quadratic in
     the columns; kept for tests and ``bench/routing/wide.py``'s before/after timing)."""
-    found: dict[frozenset[str], Edge] = {}
-
-    def add(a: str, b: str, kind: str, evidence: str) -> None:
-        if a == b:
-            return
-        key = frozenset((a, b))
-        if key not in found:
-            found[key] = Edge(*sorted((a, b)), kind, evidence)
-
-    _key_edges(schema, add)
+    found, add = _edge_set(schema)
     if values:
-        sets = {k: set(map(str, v)) for k, v in values.items()}
-        keys = [k for k, v in sets.items() if len(v) >= 3]
+        sets, keys = _value_sets(values)
         for i, (ta, ca) in enumerate(keys):
             for tb, cb in keys[i + 1:]:
                 if ta == tb or frozenset((ta, tb)) in found:
