@@ -137,7 +137,7 @@ class TagSettings(BaseModel):
     plan_exemplars: int = 2  # solved plans of the most similar questions shown with each plan prompt (0: none)
     # a plan column no table has (WHERE country = 'Japan' on circuits) becomes LM_MAP('the country of {name}',
     # name) for a question that needs the LM (tag/plan.py invented_fact_columns); measured on the hidden-column
-    # pool (docs/tag.md)
+    # pool (docs/tag.md: dev 0.25 -> 0.33, test 0.00 -> 0.00, so off)
     map_invented_columns: bool = False
     # cheap-first filter cascade (embedding proxy + LM-labelled sample, bench/tag/cascade.py: 2.3x fewer LM
     # calls at equal accuracy): "on" = every filter of >= cascade_min_inputs distinct inputs, "auto" = only a
