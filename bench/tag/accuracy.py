@@ -194,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
                 plan = a.plan.model_dump() if a.plan else None
             except Exception as exc:  # noqa: BLE001 - a failed method scores 0, with the reason
                 values, text, calls, err, plan = [], "", None, f"{type(exc).__name__}: {exc}"[:300], None
+                if getattr(exc, "attempts", None):  # what was tried: the rejected SQL or plans, with why
+                    plan = {"attempts": [a if isinstance(a, dict) else {"sql": getattr(a, "sql", str(a)),
+                                                                        "error": getattr(a, "error", None)}
+                                         for a in exc.attempts]}
             ok = correct(r["Query type"], ref, values, text)
             res = {"id": int(r["Query ID"]), "type": r["Query type"], "kind": r["Knowledge/Reasoning Type"],
                    "method": m, "correct": ok, "seconds": round(time.perf_counter() - t0, 2), "lm_calls": calls,

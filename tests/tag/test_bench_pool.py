@@ -121,3 +121,18 @@ def test_a_seeded_pool_sample_mixes_the_splits_databases_and_repeats():
     assert {r["DB used"] for r in sample if r["Query type"] == "Match"} == {"chinook_1", "formula_1"}
     assert Counter(r["Query type"] for r in sample) == {t: 6 for t in pool.TYPES}
     assert [r["Query ID"] for r in sample] == [r["Query ID"] for r in accuracy.load(None, 6, accuracy.POOL, "dev", seed=36)]
+
+
+def test_a_rejected_answer_keeps_what_was_tried(records, tmp_path, monkeypatch):
+    """A method that fails scores 0, and its record keeps the SQL it tried and why it was rejected."""
+    import tagql.llm
+    from tagql.llm.scripted import ScriptedLLM
+
+    monkeypatch.setattr(tagql.llm, "make_llm", lambda *a, **k: ScriptedLLM(lambda m: "SELECT nope FROM nowhere"))
+    first = accuracy.load(None, 1, accuracy.POOL, "dev", seed=36)[0]
+    out = tmp_path / "run.json"
+    accuracy.main(["--pool", "dev", "--ids", str(first["Query ID"]), "--methods", "text2sql", "--json", str(out)])
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["correct"] is False and result["error"]
+    tried = result["plan"]["attempts"]
+    assert tried and all(a["sql"] == "SELECT nope FROM nowhere" and "nowhere" in a["error"] for a in tried)
