@@ -118,17 +118,30 @@ def main(argv: list[str] | None = None) -> None:
     console.print(f"wrote {args.out}")
 
 
-def summarize(records: list[dict], models: list[str], conditions: list[str], dbs: list[str]) -> tuple[dict, Table]:
-    """EX, errors and warm latency per model x condition x database (and over all databases)."""
+def summarize(records: list[dict], models: list[str], conditions: list[str], dbs: list[str],
+              part_of: dict[int, str] | None = None) -> tuple[dict, Table]:
+    """EX, errors and warm latency per model x condition x database, over all databases, and per part
+    of the fixed train / dev / test split (``split:test`` rows: the figure nothing was tuned on)."""
+    from bench.ask.bird_split import load_split
+
+    part_of = load_split() if part_of is None else part_of
     summary = {}
     table = Table(title="tagql ask on BIRD dev (execution accuracy, local model)")
     for col in ("model", "condition", "db", "n", "EX", "errors", "retried", "repaired", "warm p50 s", "warm p95 s"):
         table.add_column(col, justify="right")
+    groups = [*dbs, "all", "split:train", "split:dev", "split:test"]
+
+    def member(r: dict, group: str) -> bool:
+        if group == "all":
+            return True
+        if group.startswith("split:"):
+            return part_of.get(r["question_id"]) == group.removeprefix("split:")
+        return r["db"] == group
+
     for model in models:
         for cond in conditions:
-            for db_id in [*dbs, "all"]:
-                rs = [r for r in records if r["model"] == model and r["condition"] == cond
-                      and (db_id == "all" or r["db"] == db_id)]
+            for db_id in groups:
+                rs = [r for r in records if r["model"] == model and r["condition"] == cond and member(r, db_id)]
                 if not rs:
                     continue
                 warm = [r["wall_s"] for r in rs if not r.get("cold")]
