@@ -238,3 +238,22 @@ def test_a_qualifier_the_query_no_longer_has_is_named(club):
            "AND T1.event_name LIKE '% Meeting'")
     with pytest.raises(InvalidQuery, match="column T1.event_name: the query has no table or alias 'T1'"):
         prepare_sql(sql, club, repairs=[])
+
+
+def test_a_join_key_the_joined_table_lacks_is_named_not_requalified_into_a_self_comparison(db):
+    # superpower has no hero_id: re-qualifying T2.hero_id as T1.hero_id would give T1.hero_id = T1.hero_id
+    # and tell the model about a condition it never wrote
+    bad = ("SELECT COUNT(*) FROM hero_power AS T1 JOIN superpower AS T2 ON T1.hero_id = T2.hero_id "
+           "WHERE T2.power_name = 'Flight'")
+    tree = sqlglot.parse_one(bad, read="sqlite")
+    assert repair_columns(tree, db.schema) == [] and tree.sql(dialect="sqlite") == bad
+    with pytest.raises(InvalidQuery) as err:
+        prepare_sql(bad, db, repairs=[])
+    msg = err.value.one_line()
+    assert "T2.hero_id" in msg and "superpower" in msg and "cannot be joined on hero_id" in msg
+    assert "compares a column with itself" not in msg
+    assert "superpower joins hero_power (power_id)" in msg  # the key it does have
+    good = bad.replace("T1.hero_id = T2.hero_id", "T1.power_id = T2.id")
+    out = QuerySynthesizer(db, ScriptedLLM([bad, good])).run("How many heroes can fly?")
+    assert "cannot be joined on hero_id" in (out.attempts[0].error or "")
+    assert "ON T1.power_id = T2.id" in out.sql and out.result.rows[0][0] > 0

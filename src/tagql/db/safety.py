@@ -19,7 +19,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from tagql.db.dialects import for_name
 from tagql.db.limits import check_bounds
-from tagql.db.schema import Schema
+from tagql.db.schema import Schema, Table
 from tagql.errors import InvalidQuery, UnsafeQuery
 
 _QUERY_ROOTS: tuple[type[exp.Expression], ...] = (exp.Select, exp.Union, exp.Intersect, exp.Except)
@@ -144,14 +144,48 @@ def _misqualified(name: str, tree: exp.Expression, schema: Schema) -> str | None
         if found is None or found.column(name) is not None:
             continue
         right = [a for a, t in alias_of.items() if (st := schema.table(t)) is not None and st.column(name) is not None]
+        shown = f"{col.table} ({table})" if col.table.lower() != table.lower() else table
+        if right and _joined_on(col, right):
+            return f"column {col.table}.{col.name}: table {shown} has no column '{col.name}'" + _join_key_hint(
+                found, col.name, schema, used=set(alias_of.values()))
         if right:
             where = f"; use {spelled[right[0]]}.{name} (table {alias_of[right[0]]})"
         else:
             near = _near_columns(name, schema, list(alias_of.values()))
             where = f" (did you mean {' or '.join(near)}?)" if near else ""
-        shown = f"{col.table} ({table})" if col.table.lower() != table.lower() else table
         return f"column {col.table}.{name}: table {shown} has no column '{name}'{where}"
     return None
+
+
+def _joined_on(col: exp.Column, aliases: list[str]) -> bool:
+    """Whether ``col`` is one side of ``X.k = col`` where X (one of ``aliases``) has k: a join key."""
+    parent = col.parent
+    if not isinstance(parent, exp.EQ):
+        return False
+    other = parent.expression if parent.this is col else parent.this
+    return (isinstance(other, exp.Column) and other.name.lower() == col.name.lower()
+            and (other.table or "").lower() in aliases)
+
+
+def _join_key_hint(table: Table, name: str, schema: Schema, used: set[str]) -> str:
+    """What to do about a join on a key one side lacks: go through a table that has the key (those that
+    also share a key column with ``table`` first: they can bridge), or join on a key this table has.
+    ("use T1.driverId" would make the model write T1.driverId = T1.driverId.)"""
+    mine = {c.lower() for fk in table.foreign_keys for c in fk.columns} | {
+        c.name.lower() for c in table.columns if c.name.lower().endswith("id")}
+    used_low = {u.lower() for u in used}
+    owners = [t for t in schema.tables if t.column(name) is not None and t.name.lower() not in used_low]
+    owners.sort(key=lambda t: -len(mine & {c.name.lower() for c in t.columns}))
+    owners = [t.name for t in owners]
+    keys = [f"{fk.ref_table} ({', '.join(fk.columns)})" for fk in table.foreign_keys]
+    keys += [f"{t.name} ({', '.join(fk.columns)})" for t in schema.tables for fk in t.foreign_keys
+             if fk.ref_table.lower() == table.name.lower() and t.name != table.name]
+    hint = f", so it cannot be joined on {name}"
+    if owners:
+        hint += f"; join a table that has {name} ({', '.join(owners[:4])})"
+    if keys:
+        hint += f"; {table.name} joins " + ", ".join(dict.fromkeys(keys[:4]))
+    return hint
 
 
 def _explain_unknown_column(text: str, tree: exp.Expression, schema: Schema) -> str:
