@@ -237,19 +237,7 @@ def answer_decomposed(
 
     def run(db: Database, asked: str, schema: Schema | None, label: str) -> Result:
         # one more repair than a plain question: a sub-question is the model's own wording, not the user's
-        synth = QuerySynthesizer(db, llm, max_tokens=max_tokens, retries=retries + 1, prompt_schema=schema)
-        t = time.perf_counter()
-        try:
-            outcome = synth.run(asked)
-        except _SQL_FAILURES as exc:
-            tried = [{"sql": a.sql, "error": a.error} for a in getattr(exc, "attempts", []) or []]
-            steps.append(Step(label, asked, seconds=time.perf_counter() - t, attempts=tried))
-            failed = SubQueryFailed(f"the query on '{label}' failed: {exc.one_line()}")
-            failed.details = {**plan.to_dict(), "steps": [s.to_dict() for s in steps]}
-            raise failed from exc
-        steps.append(Step(label, asked, outcome.sql, len(outcome.result.rows), time.perf_counter() - t,
-                          [{"sql": a.sql, "error": a.error} for a in outcome.attempts if a.error]))
-        return outcome.result
+        return _run_query(db, asked, schema, label, llm, max_tokens, retries + 1, steps, plan)
 
     if len(plan.parts) == 1:
         part = plan.parts[0]
