@@ -177,10 +177,7 @@ class PostgreSQL(Dialect):
                     except Exception:  # noqa: BLE001 - the rows (none) stand; only their names are missing
                         pass
         finally:
-            try:
-                reset(raw)
-            except Exception:  # a broken connection: the pool replaces it (pool_pre_ping)
-                raw.close()
+            reset_or_close(raw)
         return columns, rows[:cap], len(rows) > cap
 
 
@@ -214,10 +211,7 @@ class PostgreSQL(Dialect):
                     if len(rows) < chunk_rows:
                         break
         finally:
-            try:
-                reset(raw)
-            except Exception:  # a broken connection: the pool replaces it (pool_pre_ping)
-                raw.close()
+            reset_or_close(raw)
 
 
 def _chunk(cap: int) -> int:
@@ -229,6 +223,14 @@ def _chunk(cap: int) -> int:
     except ImportError:  # psycopg < 3.2
         pass
     return 1
+
+
+def reset_or_close(raw: Any) -> None:
+    """:func:`reset`, or close a connection too broken for it (the pool replaces it: pool_pre_ping)."""
+    try:
+        reset(raw)
+    except Exception:  # noqa: BLE001 - whatever broke the connection, it goes
+        raw.close()
 
 
 def reset(raw: Any) -> None:
