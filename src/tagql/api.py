@@ -373,6 +373,8 @@ class Session:
 
         db = self.database(name if self.is_collection else None)
         answer = self.settings.answer
+        if tables and answer.max_routed_tables:
+            tables = tables[: answer.max_routed_tables]  # best first: the router's order
         subset = (linked_schema(db.schema, tables, question, max_bridges=answer.join_path_tables,
                                 max_columns=answer.max_prompt_columns) if tables else None)
         return TagQL(db, self.llm(method), settings=self._settings_for(method), knowledge=self._retriever(name),

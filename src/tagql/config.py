@@ -91,6 +91,10 @@ class AnswerSettings(BaseModel):
     # max_prompt_columns columns only its keys, the columns the question names and the first ones
     # (routing/linking.py; measured by bench/routing/wide_ex.py)
     join_path_tables: int = Field(default=3, ge=0)
+    # at most this many of the router's tables (best first) go into the SQL prompt before the bridges are
+    # added; 0 = every table the router lists (up to 15 in a wide database: more distractors beside the
+    # right tables). Chosen on Spider-Syn *train* questions by bench/routing/wide_ex.py (docs/routing.md)
+    max_routed_tables: int = Field(default=0, ge=0)
     max_prompt_columns: int = Field(default=40, ge=1)
     # execution-guided SQL candidates (text2sql/candidates.py): the greedy query plus sql_candidates - 1 sampled
     # at sql_candidate_temperature (parallel sequences of one llama.cpp context), all run; the result most agree

@@ -74,3 +74,25 @@ def test_a_routed_question_gets_the_join_table_in_its_prompt(tmp_path: Path, sha
     prompt = llm.prompts[0][0].content
     shown = [line.split()[2] for line in prompt.splitlines() if line.startswith("CREATE TABLE")]
     assert shown == ["concert", "singer", "singer_in_concert"]  # in the database's order, the bridge added
+
+
+def test_max_routed_tables_keeps_the_router_s_best_tables_then_adds_bridges(tmp_path: Path, shared_data: Path) -> None:
+    coll = Collection.create("one", path=tmp_path / "coll")
+    coll.add_database(str(shared_data / "spider" / "database" / "concert_singer" / "concert_singer.sqlite"))
+    coll.save()
+    settings = load_settings()
+    settings.answer.max_routed_tables = 2
+    llm = ScriptedLLM(["SELECT COUNT(*) FROM singer", "6."])
+    routed = tagql.connect(collection=coll, llm=llm, settings=settings, route_method="bm25")
+    pick = lambda cands: RouteCandidate(database="concert_singer", tables=["singer", "stadium", "concert"])  # noqa: E731
+    routed.ask("How many singers sang at a stadium?", choose=pick)
+    prompt = llm.prompts[0][0].content
+    shown = [line.split()[2] for line in prompt.splitlines() if line.startswith("CREATE TABLE")]
+    # concert (the router's third) is cut, then comes back as the bridge from singer to stadium
+    assert shown == ["concert", "singer", "singer_in_concert", "stadium"]  # in the database's order
+    settings.answer.max_routed_tables = 1
+    llm = ScriptedLLM(["SELECT COUNT(*) FROM singer", "6."])
+    tagql.connect(collection=coll, llm=llm, settings=settings, route_method="bm25").ask(
+        "How many singers sang at a stadium?", choose=pick)
+    shown = [line.split()[2] for line in llm.prompts[0][0].content.splitlines() if line.startswith("CREATE TABLE")]
+    assert shown == ["singer"]
