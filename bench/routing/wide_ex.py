@@ -13,6 +13,8 @@ question), routing ms, warm ask p50. Questions: ``--per-db`` per database of Spi
 sample (nothing here is tuned; the prompts and the linking rules were not fitted to these questions).
 
     python -m bench.routing.wide_ex --per-db 2 --work /tmp/wide_ex     # 40 questions, 20 databases
+    python -m bench.routing.wide_ex --questions train --conditions wide@0,wide@3,wide@5 --work /tmp/wide_ex
+        # tuning answer.max_routed_tables on 38 Spider train questions (19 train databases), never on dev
 
 Prints a table and writes bench/results/routing/wide_ex.json.
 """
@@ -109,12 +111,39 @@ class FirstPromptTokens:
         return getattr(self.llm, name)
 
 
+def pick_questions(kind: str, per_db: int, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """``per_db`` seeded questions from each of the databases asked about: Spider dev's databases whose
+    file ships (``kind="dev"``, reported), or 19 seeded Spider *train* databases with their train questions
+    (``kind="train"``, Spider-Syn's train_spider.json in Spider's own wording: for tuning settings; never a
+    dev database or question). Returns the questions ({db_id, question, query}) and the databases."""
+    dev = json.loads((DATA / "spider" / "dev.json").read_text())
+    ships = lambda d: (DATA / "spider" / "database" / d / f"{d}.sqlite").exists()  # noqa: E731
+    dbs = sorted(d for d in {e["db_id"] for e in dev} if ships(d))  # wta_1's file does not ship
+    pool = dev
+    if kind == "train":
+        dev_dbs = set(dbs)
+        pool = [{"db_id": e["db_id"], "question": e["SpiderQuestion"], "query": e["query"]}
+                for e in json.loads((DATA / "spider_syn" / "train_spider.json").read_text())
+                if e["db_id"] not in dev_dbs]
+        dbs = sorted(random.Random(seed).sample(sorted(d for d in {e["db_id"] for e in pool} if ships(d)), 19))
+    rng = random.Random(seed)
+    chosen: list[dict[str, Any]] = []
+    for db in dbs:
+        qs = [e for e in pool if e["db_id"] == db]
+        chosen += rng.sample(qs, min(per_db, len(qs)))
+    return chosen, dbs
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-db", type=int, default=2)
     ap.add_argument("--seed", type=int, default=37)
     ap.add_argument("--work", default="/tmp/tagql_wide_ex", help="scratch folder for the merged database and collection")
-    ap.add_argument("--conditions", default="own,wide")
+    ap.add_argument("--conditions", default="own,wide",
+                    help="own, wide, and wide@N: the wide database with answer.max_routed_tables = N")
+    ap.add_argument("--questions", choices=("dev", "train"), default="dev",
+                    help="Spider dev questions (reported), or Spider train questions (Spider-Syn's "
+                         "train_spider.json, original wording) of train databases, for tuning settings")
     ap.add_argument("--dbs", choices=("all", "dev"), default="all",
                     help="merge every Spider database that ships (163, ~870 tables) or only Spider dev's 19")
     ap.add_argument("--prepare", action="store_true", help="merge and index only (no model), for a later run")
@@ -128,15 +157,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["TAGQL_COLLECTIONS_DIR"] = str(work / "collections")
     settings = load_settings()
     settings.llm.persist_prefixes = False
-    dev = json.loads((DATA / "spider" / "dev.json").read_text())
-    # Spider dev's databases whose file ships (wta_1's does not)
+    chosen, dbs = pick_questions(args.questions, args.per_db, args.seed)
     ships = lambda d: (DATA / "spider" / "database" / d / f"{d}.sqlite").exists()  # noqa: E731
-    dbs = sorted(d for d in {e["db_id"] for e in dev} if ships(d))
-    rng = random.Random(args.seed)
-    chosen = []
-    for db in dbs:
-        qs = [e for e in dev if e["db_id"] == db]
-        chosen += rng.sample(qs, min(args.per_db, len(qs)))
     merged_dbs = dbs if args.dbs == "dev" else sorted(e["db_id"] for e in json.loads((DATA / "spider" / "tables.json").read_text())
                                                      if ships(e["db_id"]))
     target = work / f"spider_{args.dbs}_wide.sqlite"
@@ -169,7 +191,11 @@ def main(argv: list[str] | None = None) -> None:
     llm = FirstPromptTokens(make_llm(settings))
     records = []
     for cond in args.conditions.split(","):
-        wide = tagql.connect(collection=name, llm=llm, settings=settings) if cond == "wide" else None
+        wide = None
+        if cond.startswith("wide"):
+            capped = settings.model_copy(deep=True)
+            capped.answer.max_routed_tables = int(cond.partition("@")[2] or 0)
+            wide = tagql.connect(collection=name, llm=llm, settings=capped)
         for i, e in enumerate(chosen):
             gold_db = open_database(DATA / "spider" / "database" / e["db_id"] / f"{e['db_id']}.sqlite")
             session = wide or tagql.connect(db=str(DATA / "spider" / "database" / e["db_id"] / f"{e['db_id']}.sqlite"),
@@ -204,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
         summary[cond] = s
         print(f"{cond:<10}{s['n']:>4}{s['ex']:>8.3f}{s['prompt_tokens_p50']!s:>12}{s['prompt_tokens_p95']!s:>12}"
               f"{s['route_ms_p50']!s:>14}{s['warm_p50_s']!s:>12}")
-    run.save(args.out, {"merged": merged, "merged_databases": args.dbs,
+    run.save(args.out, {"merged": merged, "merged_databases": args.dbs, "question_set": args.questions,
                         "questions": len(chosen), "seed": args.seed, "summary": summary, "records": records})
     print(f"wrote {args.out}")
 

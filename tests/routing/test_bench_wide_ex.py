@@ -20,3 +20,20 @@ def test_merge_keeps_every_row_and_the_files_composite_keys(shared_data, tmp_pat
     keys = merged.execute("SELECT name FROM pragma_table_info('course_teach__course_arrange') WHERE pk > 0 "
                           "ORDER BY pk").fetchall()
     assert [k for (k,) in keys] == ["Course_ID", "Teacher_ID", "Grade"]
+
+
+def test_tuning_questions_come_from_train_databases_only(shared_data):
+    import json
+
+    from bench.routing.wide_ex import pick_questions
+
+    dev_qs, dev_dbs = pick_questions("dev", 2, 37)
+    train_qs, train_dbs = pick_questions("train", 2, 37)
+    assert len(dev_dbs) == len(train_dbs) == 19 and len(train_qs) == 38
+    assert not set(train_dbs) & set(dev_dbs)
+    dev_questions = {e["question"] for e in json.loads((shared_data / "spider" / "dev.json").read_text())}
+    assert not {q["question"] for q in train_qs} & dev_questions
+    assert pick_questions("train", 2, 37) == (train_qs, train_dbs)  # fixed by the seed
+    for q in train_qs[:5]:  # each gold query runs on its own database
+        con = sqlite3.connect(shared_data / "spider" / "database" / q["db_id"] / f"{q['db_id']}.sqlite")
+        con.execute(q["query"]).fetchall()
