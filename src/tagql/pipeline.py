@@ -140,7 +140,10 @@ class TagQL:
                            f"{len(verdict.uncovered)} question words match nothing in the database"
                            if verdict.p_answerable is not None else
                            f"abstained on schema coverage: {len(verdict.uncovered)} question words match nothing "
-                           "in the database"],
+                           "in the database",
+                           "if the database does hold it, a domain statement that defines those words lets it "
+                           "answer (tagql knowledge add); knowledge about the stored values (a company's country) "
+                           "is method tag's; answer.abstain = false turns the check off"],
                 )
         outcome = self.synthesizer.run(question, statements, examples=examples, history=history, values=values)
         result = outcome.result

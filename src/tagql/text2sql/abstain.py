@@ -56,6 +56,7 @@ QUESTION_WORDS = frozenset("""
     combination composition associate associated enumerate determine name named having contain contained
     present presenting said called use used related relate belong belongs able went allowed happening
     common popular popularity frequent frequently often usual usually
+    universe
     """.split())
 
 # words that name a measure under another name: covered when the schema has one of its names
