@@ -111,14 +111,18 @@ class FirstPromptTokens:
         return getattr(self.llm, name)
 
 
+def ships(db: str) -> bool:
+    """Whether Spider ships the database's file (wta_1's does not)."""
+    return (DATA / "spider" / "database" / db / f"{db}.sqlite").exists()
+
+
 def pick_questions(kind: str, per_db: int, seed: int) -> tuple[list[dict[str, Any]], list[str]]:
     """``per_db`` seeded questions from each of the databases asked about: Spider dev's databases whose
     file ships (``kind="dev"``, reported), or 19 seeded Spider *train* databases with their train questions
     (``kind="train"``, Spider-Syn's train_spider.json in Spider's own wording: for tuning settings; never a
     dev database or question). Returns the questions ({db_id, question, query}) and the databases."""
     dev = json.loads((DATA / "spider" / "dev.json").read_text())
-    ships = lambda d: (DATA / "spider" / "database" / d / f"{d}.sqlite").exists()  # noqa: E731
-    dbs = sorted(d for d in {e["db_id"] for e in dev} if ships(d))  # wta_1's file does not ship
+    dbs = sorted(d for d in {e["db_id"] for e in dev} if ships(d))
     pool = dev
     if kind == "train":
         dev_dbs = set(dbs)
@@ -158,7 +162,6 @@ def main(argv: list[str] | None = None) -> None:
     settings = load_settings()
     settings.llm.persist_prefixes = False
     chosen, dbs = pick_questions(args.questions, args.per_db, args.seed)
-    ships = lambda d: (DATA / "spider" / "database" / d / f"{d}.sqlite").exists()  # noqa: E731
     merged_dbs = dbs if args.dbs == "dev" else sorted(e["db_id"] for e in json.loads((DATA / "spider" / "tables.json").read_text())
                                                      if ships(e["db_id"]))
     target = work / f"spider_{args.dbs}_wide.sqlite"

@@ -93,7 +93,7 @@ class AnswerSettings(BaseModel):
     join_path_tables: int = Field(default=3, ge=0)
     # at most this many of the router's tables (best first) go into the SQL prompt before the bridges are
     # added; 0 = every table the router lists (up to 15 in a wide database: more distractors beside the
-    # right tables). Chosen on Spider-Syn *train* questions by bench/routing/wide_ex.py (docs/routing.md)
+    # right tables). Measured (wide@N) by bench/routing/wide_ex.py; 3 on the wide Spider database in docs/routing.md
     max_routed_tables: int = Field(default=0, ge=0)
     max_prompt_columns: int = Field(default=40, ge=1)
     # execution-guided SQL candidates (text2sql/candidates.py): the greedy query plus sql_candidates - 1 sampled
@@ -114,7 +114,7 @@ class AnswerSettings(BaseModel):
     # question at all (the model's P(yes), read with the SQL prompt's schema prefix, plus the question's words
     # that match nothing in the schema or its values); a question it cannot answer gets "This database does not
     # hold that" (Answer.abstained) instead of SQL. Thresholds fitted by bench/ask/abstention.py on train.
-    abstain: bool = True  # on: P >= 0.94 / R >= 0.74 on every split, no correct answer refused (docs/text2sql.md)
+    abstain: bool = True  # on: P >= 0.94 / R >= 0.74 on dev and test, no correct answer refused (docs/text2sql.md)
     abstain_p_alone: float = 0.0  # abstain when P(yes) is below this (0: the yes/no is not asked)
     abstain_p_with_gap: float = 0.0  # ... or below this with at least abstain_min_uncovered unmatched words
     abstain_min_uncovered: int = 1

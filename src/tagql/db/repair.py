@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from tagql.db.safety import equated_namesake
 from tagql.db.schema import Column, Schema, Table
 from tagql.errors import TagqlError
 from tagql.text import LETTERS, stems
@@ -121,8 +122,10 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
         having = [s for s in sources if s.table.column(name) is not None]
         wrong = f"{qualifier}.{name}" if qualifier else name
         if len(having) == 1:
-            if qualifier and _would_compare_with_itself(col, having[0].alias):
-                continue  # a join key the joined table lacks: a bridge table is missing, not a qualifier
+            if qualifier and equated_namesake(col) == having[0].alias.lower():
+                # T1.k = T2.k where T2 lacks k: re-qualified, it would read T1.k = T1.k (always true) and the
+                # model would be told of a condition it never wrote; validation names the missing key instead
+                continue
             if qualifier:  # an unqualified column that one table has is not an error
                 col.set("table", exp.to_identifier(having[0].alias))
                 notes.append(f"{wrong} -> {having[0].alias}.{name}")
@@ -140,18 +143,6 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
             tables = ", ".join(s.table.name for s in sources[before:])
             notes.append(f"{wrong} -> {joined.alias}.{name} (joined {tables})")
     return notes
-
-
-def _would_compare_with_itself(col: exp.Column, alias: str) -> bool:
-    """``T1.driverId = T2.driverId`` where T2 lacks driverId: re-qualifying T2's side as T1 would turn the
-    join into ``T1.driverId = T1.driverId`` (always true), and the model would be told about a condition
-    it never wrote; left alone, validation names the missing key instead."""
-    parent = col.parent
-    if not isinstance(parent, exp.EQ):
-        return False
-    other = parent.expression if parent.this is col else parent.this
-    return (isinstance(other, exp.Column) and other.name.lower() == col.name.lower()
-            and (other.table or "").lower() == alias.lower())
 
 
 def _outer_has(select: exp.Select, schema: Schema, column: str, qualifier: str | None) -> bool:

@@ -145,7 +145,7 @@ def _misqualified(name: str, tree: exp.Expression, schema: Schema) -> str | None
             continue
         right = [a for a, t in alias_of.items() if (st := schema.table(t)) is not None and st.column(name) is not None]
         shown = f"{col.table} ({table})" if col.table.lower() != table.lower() else table
-        if right and _joined_on(col, right):
+        if right and equated_namesake(col) in right:
             return f"column {col.table}.{col.name}: table {shown} has no column '{col.name}'" + _join_key_hint(
                 found, col.name, schema, used=set(alias_of.values()))
         if right:
@@ -157,14 +157,16 @@ def _misqualified(name: str, tree: exp.Expression, schema: Schema) -> str | None
     return None
 
 
-def _joined_on(col: exp.Column, aliases: list[str]) -> bool:
-    """Whether ``col`` is one side of ``X.k = col`` where X (one of ``aliases``) has k: a join key."""
+def equated_namesake(col: exp.Column) -> str | None:
+    """In ``X.k = col`` (``col`` named k too): the qualifier of the other side, lower-case ('' when bare);
+    None when ``col`` is not one side of an equality with a column of its name (a join key, as written)."""
     parent = col.parent
     if not isinstance(parent, exp.EQ):
-        return False
+        return None
     other = parent.expression if parent.this is col else parent.this
-    return (isinstance(other, exp.Column) and other.name.lower() == col.name.lower()
-            and (other.table or "").lower() in aliases)
+    if not isinstance(other, exp.Column) or other.name.lower() != col.name.lower():
+        return None
+    return (other.table or "").lower()
 
 
 def _join_key_hint(table: Table, name: str, schema: Schema, used: set[str]) -> str:
