@@ -39,7 +39,7 @@ def _stems(text: str) -> set[str]:
     return out
 
 
-def _neighbours(schema: Schema) -> dict[str, set[str]]:
+def key_neighbours(schema: Schema) -> dict[str, set[str]]:
     """Undirected foreign-key adjacency by lower-cased table name."""
     adj: dict[str, set[str]] = {t.name.lower(): set() for t in schema.tables}
     for t in schema.tables:
@@ -77,7 +77,7 @@ def join_path_tables(schema: Schema, tables: Sequence[str], *, max_bridges: int 
     """Tables not among ``tables`` on the shortest foreign-key path (at most ``max_hops`` joins) between two
     of them, in order of discovery, at most ``max_bridges``. Two tables joined directly, or through a table
     already shown, need none."""
-    adj = _neighbours(schema)
+    adj = key_neighbours(schema)
     chosen = list(dict.fromkeys(t.lower() for t in tables if t.lower() in adj))
     added: list[str] = []
     shown = set(chosen)
