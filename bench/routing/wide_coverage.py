@@ -7,7 +7,8 @@ Conditions side by side on the same routing of the same questions:
 * ``all``   -- every table the router lists (``answer.max_routed_tables = 0``);
 * ``@N``    -- the router's first N tables (what ``answer.max_routed_tables = N`` does);
 * ``@Nj``   -- a variant: the best table, then the next ones it can be joined to within 3 key joins;
-* ``@Ng``   -- a variant: the first N tables of the key-connected group the router ranks highest overall.
+* ``@Ng``   -- a variant: the first N tables of the key-connected group the router ranks highest overall;
+* ``@N+M``  -- a variant: the first N, then up to M later ones a key joins directly to a table kept.
 
 Reported per condition: gold tables all shown (%), tables in the prompt (mean, p95), prompt characters
 (p50, p95; the schema part only). Coverage bounds EX from above: a prompt without a gold table cannot be
@@ -84,6 +85,18 @@ def group_best(adj: dict[str, set[str]], tables: list[str], limit: int) -> list[
     return [t for t in tables if t.lower() in best][:limit]
 
 
+def adjacent_extra(adj: dict[str, set[str]], tables: list[str], limit: int, extra: int) -> list[str]:
+    """Variant ``@N+M``: the first ``limit``, then up to ``extra`` of the later ones that one key join links
+    to a table already kept (the 4th table of a 4-table question, not another database's)."""
+    kept = list(tables[:limit])
+    for t in tables[limit:]:
+        if len(kept) >= limit + extra:
+            break
+        if any(t.lower() in adj.get(k.lower(), ()) for k in kept):
+            kept.append(t)
+    return kept
+
+
 def shown_tables(schema: Any, adj: dict[str, set[str]], routed: list[str], question: str, cap: str, bridges: int,
                  max_columns: int) -> Any:
     """The prompt schema of ``cap``: ``all``/``@N`` as ``tagql`` builds it, ``@Nj``/``@Ng`` the variants."""
@@ -91,6 +104,9 @@ def shown_tables(schema: Any, adj: dict[str, set[str]], routed: list[str], quest
 
     if cap == "all":
         tables = routed
+    elif "+" in cap:
+        n, m = cap[1:].split("+")
+        tables = adjacent_extra(adj, routed, int(n), int(m))
     elif cap.endswith("g"):
         tables = group_best(adj, routed, int(cap[1:-1]))
     elif cap.endswith("j"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.routing.wide_coverage import gold_tables, group_best, joinable_best, shown_tables
+from bench.routing.wide_coverage import adjacent_extra, gold_tables, group_best, joinable_best, shown_tables
 from tagql.routing.linking import key_neighbours
 from tagql.db.schema import Column, ForeignKey, Schema, Table
 
@@ -36,3 +36,11 @@ def test_the_variants_keep_the_best_tables_group_and_the_slice_keeps_the_order()
     shown = shown_tables(s, adj, routed, "songs?", "@2", bridges=3, max_columns=40)
     assert [t.name for t in shown.tables] == ["a__song", "b__songs"]  # the database's order
     assert [t.name for t in shown_tables(s, adj, routed, "q", "all", 3, 40).tables] == [t.name for t in s.tables]
+
+
+def test_the_extra_tables_are_the_later_ones_a_key_joins_to_a_kept_one() -> None:
+    adj = key_neighbours(merged())
+    routed = ["a__singer", "b__songs", "b__vocals", "a__album", "a__song"]
+    assert adjacent_extra(adj, routed, 1, 2) == ["a__singer", "a__song"]  # album joins song, not singer
+    assert adjacent_extra(adj, routed, 2, 2) == ["a__singer", "b__songs", "b__vocals", "a__song"]
+    assert adjacent_extra(adj, routed, 2, 1) == ["a__singer", "b__songs", "b__vocals"]
