@@ -373,7 +373,7 @@ class Session:
 
         db = self.database(name if self.is_collection else None)
         answer = self.settings.answer
-        if tables and answer.max_routed_tables:
+        if tables and answer.max_routed_tables and len(db.schema.tables) > answer.wide_schema_tables:
             tables = tables[: answer.max_routed_tables]  # best first: the router's order
         subset = (linked_schema(db.schema, tables, question, max_bridges=answer.join_path_tables,
                                 max_columns=answer.max_prompt_columns) if tables else None)

@@ -91,10 +91,13 @@ class AnswerSettings(BaseModel):
     # max_prompt_columns columns only its keys, the columns the question names and the first ones
     # (routing/linking.py; measured by bench/routing/wide_ex.py)
     join_path_tables: int = Field(default=3, ge=0)
-    # at most this many of the router's tables (best first) go into the SQL prompt before the bridges are
-    # added; 0 = every table the router lists (up to 15 in a wide database: more distractors beside the
-    # right tables). Measured (wide@N) by bench/routing/wide_ex.py; 3 on the wide Spider database in docs/routing.md
-    max_routed_tables: int = Field(default=0, ge=0)
+    # in a database of more than wide_schema_tables tables, at most max_routed_tables of the router's tables
+    # (best first) go into the SQL prompt before the bridges are added; 0 = every table the router lists (15
+    # in a wide database: distractors beside the right tables). Smaller databases keep every routed table, as
+    # measured on collections of them (bench/routing/e2e.py). 3 was picked before any run; 5 won one question
+    # of 38 on Spider train and lost on dev (bench/routing/wide_ex.py; docs/routing.md), so the cheaper 3 stays
+    max_routed_tables: int = Field(default=3, ge=0)
+    wide_schema_tables: int = Field(default=50, ge=0)
     max_prompt_columns: int = Field(default=40, ge=1)
     # execution-guided SQL candidates (text2sql/candidates.py): the greedy query plus sql_candidates - 1 sampled
     # at sql_candidate_temperature (parallel sequences of one llama.cpp context), all run; the result most agree

@@ -81,18 +81,20 @@ def test_max_routed_tables_keeps_the_router_s_best_tables_then_adds_bridges(tmp_
     coll.add_database(str(shared_data / "spider" / "database" / "concert_singer" / "concert_singer.sqlite"))
     coll.save()
     settings = load_settings()
-    settings.answer.max_routed_tables = 2
-    llm = ScriptedLLM(["SELECT COUNT(*) FROM singer", "6."])
-    routed = tagql.connect(collection=coll, llm=llm, settings=settings, route_method="bm25")
+    settings.answer.max_routed_tables = 1
     pick = lambda cands: RouteCandidate(database="concert_singer", tables=["singer", "stadium", "concert"])  # noqa: E731
-    routed.ask("How many singers sang at a stadium?", choose=pick)
-    prompt = llm.prompts[0][0].content
-    shown = [line.split()[2] for line in prompt.splitlines() if line.startswith("CREATE TABLE")]
+
+    def shown_tables() -> list[str]:
+        llm = ScriptedLLM(["SELECT COUNT(*) FROM singer", "6."])
+        tagql.connect(collection=coll, llm=llm, settings=settings, route_method="bm25").ask(
+            "How many singers sang at a stadium?", choose=pick)
+        return [line.split()[2] for line in llm.prompts[0][0].content.splitlines() if line.startswith("CREATE TABLE")]
+
+    # a database of 4 tables is not wide (answer.wide_schema_tables = 50): every routed table is kept
+    assert shown_tables() == ["concert", "singer", "singer_in_concert", "stadium"]
+    settings.answer.wide_schema_tables = 3  # now it is
+    assert shown_tables() == ["singer"]
+    settings.answer.max_routed_tables = 2
+    shown = shown_tables()
     # concert (the router's third) is cut, then comes back as the bridge from singer to stadium
     assert shown == ["concert", "singer", "singer_in_concert", "stadium"]  # in the database's order
-    settings.answer.max_routed_tables = 1
-    llm = ScriptedLLM(["SELECT COUNT(*) FROM singer", "6."])
-    tagql.connect(collection=coll, llm=llm, settings=settings, route_method="bm25").ask(
-        "How many singers sang at a stadium?", choose=pick)
-    shown = [line.split()[2] for line in llm.prompts[0][0].content.splitlines() if line.startswith("CREATE TABLE")]
-    assert shown == ["singer"]
