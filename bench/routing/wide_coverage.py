@@ -99,8 +99,8 @@ def adjacent_extra(adj: dict[str, set[str]], tables: list[str], limit: int, extr
 
 def shown_tables(schema: Any, adj: dict[str, set[str]], routed: list[str], question: str, cap: str, bridges: int,
                  max_columns: int) -> Any:
-    """The prompt schema of ``cap``: ``all``/``@N`` as ``tagql`` builds it, ``@Nj``/``@Ng`` the variants."""
-    from tagql.routing.linking import linked_schema
+    """The prompt schema of ``cap``: ``all``/``@N`` as ``tagql`` builds it, ``@Nj``/``@Ng``/``@N+M`` the variants."""
+    from tagql.routing.linking import capped_tables, linked_schema
 
     if cap == "all":
         tables = routed
@@ -112,7 +112,7 @@ def shown_tables(schema: Any, adj: dict[str, set[str]], routed: list[str], quest
     elif cap.endswith("j"):
         tables = joinable_best(adj, routed, int(cap[1:-1]))
     else:
-        tables = routed[: int(cap[1:])]
+        tables = capped_tables(schema, routed, int(cap[1:]), wide_above=0)  # the merged database is wide
     return linked_schema(schema, tables, question, max_bridges=bridges, max_columns=max_columns)
 
 

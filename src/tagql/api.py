@@ -369,12 +369,12 @@ class Session:
         return self._retrievers[name]
 
     def _pipeline(self, name: str, method: str, tables: list[str] | None, k: int | None, question: str = "") -> TagQL:
-        from tagql.routing.linking import linked_schema
+        from tagql.routing.linking import capped_tables, linked_schema
 
         db = self.database(name if self.is_collection else None)
         answer = self.settings.answer
-        if tables and answer.max_routed_tables and len(db.schema.tables) > answer.wide_schema_tables:
-            tables = tables[: answer.max_routed_tables]  # best first: the router's order
+        if tables:
+            tables = capped_tables(db.schema, tables, answer.max_routed_tables, wide_above=answer.wide_schema_tables)
         subset = (linked_schema(db.schema, tables, question, max_bridges=answer.join_path_tables,
                                 max_columns=answer.max_prompt_columns) if tables else None)
         return TagQL(db, self.llm(method), settings=self._settings_for(method), knowledge=self._retriever(name),

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bench.routing.wide_coverage import adjacent_extra, gold_tables, group_best, joinable_best, shown_tables
-from tagql.routing.linking import key_neighbours
 from tagql.db.schema import Column, ForeignKey, Schema, Table
+from tagql.routing.linking import key_neighbours
 
 
 def merged() -> Schema:

@@ -94,6 +94,14 @@ def join_path_tables(schema: Schema, tables: Sequence[str], *, max_bridges: int 
     return [names[t] for t in added]
 
 
+def capped_tables(schema: Schema, tables: Sequence[str], limit: int, *, wide_above: int) -> list[str]:
+    """The router's first ``limit`` tables (its order, best first) in a database of more than ``wide_above``
+    tables; every one otherwise, or with ``limit`` 0 (``answer.max_routed_tables``, ``wide_schema_tables``)."""
+    if limit and len(schema.tables) > wide_above:
+        return list(tables[:limit])
+    return list(tables)
+
+
 def link_columns(table: Table, question: str, *, max_columns: int = 40) -> Table:
     """``table`` with at most ``max_columns`` columns: its keys, then the columns the question names, then the
     first ones in declared order (shown in declared order); the table itself when within the cap."""
