@@ -5,7 +5,10 @@ prompt (routed tables + foreign-key bridges, ``routing/linking.py``) holds every
 Conditions side by side on the same routing of the same questions:
 
 * ``all``   -- every table the router lists (``answer.max_routed_tables = 0``);
-* ``@N``    -- the router's first N tables (what ``answer.max_routed_tables = N`` does);
+* ``@N``    -- what ``answer.max_routed_tables = N`` does: N of the router's tables ranked in context
+  (``linking.context_ranked``: a table's logit plus 0.4 x the best of it and its key neighbours, +1 for a
+  table joined to one already picked);
+* ``@No``   -- the router's first N tables, in its order (the rule before ``context_ranked``);
 * ``@Nj``   -- a variant: the best table, then the next ones it can be joined to within 3 key joins;
 * ``@Ng``   -- a variant: the first N tables of the key-connected group the router ranks highest overall;
 * ``@N+M``  -- a variant: the first N, then up to M later ones a key joins directly to a table kept.
@@ -98,8 +101,9 @@ def adjacent_extra(adj: dict[str, set[str]], tables: list[str], limit: int, extr
 
 
 def shown_tables(schema: Any, adj: dict[str, set[str]], routed: list[str], question: str, cap: str, bridges: int,
-                 max_columns: int) -> Any:
-    """The prompt schema of ``cap``: ``all``/``@N`` as ``tagql`` builds it, ``@Nj``/``@Ng``/``@N+M`` the variants."""
+                 max_columns: int, scores: dict[str, float] | None = None) -> Any:
+    """The prompt schema of ``cap``: ``all``/``@N`` as ``tagql`` builds it (``scores``: the router's table
+    logits), ``@No``/``@Nj``/``@Ng``/``@N+M`` the variants."""
     from tagql.routing.linking import capped_tables, linked_schema
 
     if cap == "all":
@@ -111,8 +115,10 @@ def shown_tables(schema: Any, adj: dict[str, set[str]], routed: list[str], quest
         tables = group_best(adj, routed, int(cap[1:-1]))
     elif cap.endswith("j"):
         tables = joinable_best(adj, routed, int(cap[1:-1]))
-    else:
-        tables = capped_tables(schema, routed, int(cap[1:]), wide_above=0)  # the merged database is wide
+    elif cap.endswith("o"):
+        tables = routed[: int(cap[1:-1])]
+    else:  # the merged database is wide
+        tables = capped_tables(schema, routed, int(cap[1:]), wide_above=0, scores=scores)
     return linked_schema(schema, tables, question, max_bridges=bridges, max_columns=max_columns)
 
 
@@ -121,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--work", default="/tmp/tagql_wide_ex", help="the folder bench.routing.wide_ex prepared")
     ap.add_argument("--questions", choices=("dev", "train"), default="dev")
     ap.add_argument("--per-db", type=int, default=1000, help="questions per database (default: all)")
-    ap.add_argument("--caps", default="all,@2,@2j,@2g,@3,@3j,@3g,@4,@4j,@4g,@5,@5j,@5g")
+    ap.add_argument("--caps", default="all,@2o,@2,@3o,@3,@3j,@3g,@3+1,@4o,@4,@5o,@5,@5j")
     ap.add_argument("--seed", type=int, default=37)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
@@ -152,9 +158,10 @@ def main(argv: list[str] | None = None) -> None:
         candidates = session.route(e["question"], 1)
         route_ms.append(1000 * (time.perf_counter() - t))
         routed = candidates[0].tables if candidates else []
+        scores = candidates[0].table_scores if candidates else {}
         for c in caps:
             linked = shown_tables(schema, adj, routed, e["question"], c, settings.answer.join_path_tables,
-                                  settings.answer.max_prompt_columns)
+                                  settings.answer.max_prompt_columns, scores)
             names = {t.name.lower() for t in linked.tables}
             rows[c].append({"covered": gold <= names, "tables": len(names), "chars": len(linked.to_prompt())})
         if (i + 1) % 100 == 0 or i + 1 == len(chosen):

@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=37)
     ap.add_argument("--work", default="/tmp/tagql_wide_ex", help="scratch folder for the merged database and collection")
     ap.add_argument("--conditions", default="own,wide",
-                    help="own, wide, and wide@N: the wide database with answer.max_routed_tables = N")
+                    help="own, wide, and wide@N: the wide database with answer.max_routed_tables = N "
+                         "(wide@No: N in the router's order, answer.wide_table_ranking = router)")
     ap.add_argument("--questions", choices=("dev", "train"), default="dev",
                     help="Spider dev questions (reported), or Spider train questions (Spider-Syn's "
                          "train_spider.json, original wording) of train databases, for tuning settings")
@@ -197,7 +198,9 @@ def main(argv: list[str] | None = None) -> None:
         wide = None
         if cond.startswith("wide"):
             capped = settings.model_copy(deep=True)
-            capped.answer.max_routed_tables = int(cond.partition("@")[2] or 0)
+            cap = cond.partition("@")[2]
+            capped.answer.max_routed_tables = int(cap.rstrip("o") or 0)
+            capped.answer.wide_table_ranking = "router" if cap.endswith("o") else "context"
             wide = tagql.connect(collection=name, llm=llm, settings=capped)
         for i, e in enumerate(chosen):
             gold_db = open_database(DATA / "spider" / "database" / e["db_id"] / f"{e['db_id']}.sqlite")

@@ -211,18 +211,19 @@ class Session:
         routing: list[RouteCandidate] = []
         notes: list[str] = []
         tables: list[str] | None = None
+        scores: dict[str, float] | None = None
         if self.is_collection and turns and history_db in self.databases() and choose is None:
             name = history_db  # a follow-up stays where the conversation is
         elif self.is_collection:
             routing, chosen, note = self._route_for_ask(question, choose, force)
             emit("routed", {"candidates": [c.model_dump() for c in routing], "chosen": chosen.model_dump()})
-            name, tables = chosen.database, chosen.tables
+            name, tables, scores = chosen.database, chosen.tables, chosen.table_scores
             if note and choose is None:
                 notes.append(note)
         else:
             name = self.name
         route_s = time.perf_counter() - t0
-        pipeline = self._pipeline(name, method, tables, k, question)
+        pipeline = self._pipeline(name, method, tables, k, question, scores)
         if method == "sql":
             answer = pipeline.ask(question, k=k, on_event=emit, history=turns)
         else:
@@ -368,13 +369,15 @@ class Session:
                                                         embedder=self.embedder, progress=self.step_progress)
         return self._retrievers[name]
 
-    def _pipeline(self, name: str, method: str, tables: list[str] | None, k: int | None, question: str = "") -> TagQL:
+    def _pipeline(self, name: str, method: str, tables: list[str] | None, k: int | None, question: str = "",
+                  scores: dict[str, float] | None = None) -> TagQL:
         from tagql.routing.linking import capped_tables, linked_schema
 
         db = self.database(name if self.is_collection else None)
         answer = self.settings.answer
         if tables:
-            tables = capped_tables(db.schema, tables, answer.max_routed_tables, wide_above=answer.wide_schema_tables)
+            tables = capped_tables(db.schema, tables, answer.max_routed_tables, wide_above=answer.wide_schema_tables,
+                                   scores=scores if answer.wide_table_ranking == "context" else None)
         subset = (linked_schema(db.schema, tables, question, max_bridges=answer.join_path_tables,
                                 max_columns=answer.max_prompt_columns) if tables else None)
         return TagQL(db, self.llm(method), settings=self._settings_for(method), knowledge=self._retriever(name),

@@ -39,11 +39,14 @@ class RouteCandidate(BaseModel):
     tables: list[str] = Field(default_factory=list)
     score: float = 0.0
     confidence: float | None = None
+    # the router's score of each listed table (``ours`` only): what the wide-schema cap ranks by
+    # (routing/linking.py ``capped_tables``); kept out of JSON, where the table order already says it
+    table_scores: dict[str, float] = Field(default_factory=dict, exclude=True)
 
     @classmethod
     def of(cls, candidate: Any) -> RouteCandidate:
         """From a :class:`tagql.routing.router.Candidate`."""
-        return cls(**candidate.to_dict())
+        return cls(**candidate.to_dict(), table_scores=dict(getattr(candidate, "table_scores", None) or {}))
 
 
 class Plan(BaseModel):

@@ -11,7 +11,7 @@ from tagql.db.schema import Column, ForeignKey, Schema, Table
 from tagql.llm.scripted import ScriptedLLM
 from tagql.models import RouteCandidate
 from tagql.routing.collection import Collection
-from tagql.routing.linking import join_path_tables, link_columns, linked_schema
+from tagql.routing.linking import capped_tables, context_ranked, join_path_tables, key_neighbours, link_columns, linked_schema
 
 
 def concerts() -> Schema:
@@ -24,6 +24,43 @@ def concerts() -> Schema:
               [ForeignKey(["concert_id"], "concert", ["concert_id"]), ForeignKey(["singer_id"], "singer", ["singer_id"])]),
         Table("ticket", [Column("ticket_id", "INT", True)]),
     ])
+
+
+def music() -> Schema:
+    """Two parts of one wide schema: chinook's media types and tracks (key-joined), and another database's
+    media types table on its own."""
+    return Schema("wide", [
+        Table("MediaType", [Column("MediaTypeId", "INT", True), Column("Name", "TEXT")]),
+        Table("Track", [Column("TrackId", "INT", True), Column("MediaTypeId", "INT")],
+              [ForeignKey(["MediaTypeId"], "MediaType", ["MediaTypeId"])]),
+        Table("media_types", [Column("id", "INT", True), Column("name", "TEXT")]),
+        Table("albums", [Column("id", "INT", True)]),
+    ])
+
+
+def test_a_wide_cap_ranks_tables_in_the_context_of_their_key_neighbours() -> None:
+    schema, listed = music(), ["MediaType", "media_types", "Track"]
+    scores = {"MediaType": 2.0, "media_types": 1.2, "Track": 1.0}
+    # Track scored below media_types, but its neighbour MediaType is the best table: 1 + .4 x 2 > 1.2 + .4 x 1.2
+    assert capped_tables(schema, listed, 2, wide_above=3, scores=scores) == ["MediaType", "Track"]
+    assert capped_tables(schema, listed, 2, wide_above=3) == ["MediaType", "media_types"]  # no scores: router order
+    assert capped_tables(schema, listed, 2, wide_above=4, scores=scores) == listed  # not wide: every table
+    assert capped_tables(schema, listed, 0, wide_above=3, scores=scores) == listed  # 0: no cap
+    # a table the router did not score: its order, not a guess
+    assert capped_tables(schema, [*listed, "albums"], 2, wide_above=3, scores=scores) == ["MediaType", "media_types"]
+
+
+def test_the_join_bonus_the_offset_and_ties() -> None:
+    adj = key_neighbours(music())
+    listed = ["MediaType", "media_types", "Track"]
+    scores = {"MediaType": 2.0, "media_types": 1.35, "Track": 1.0}  # media_types ahead in context: 1.89 > 1.8
+    assert context_ranked(adj, listed, scores, 2, bonus=0.0) == ["MediaType", "media_types"]
+    assert context_ranked(adj, listed, scores, 2) == ["MediaType", "Track"]  # joined to the pick: +1
+    shifted = {t: v - 7.5 for t, v in scores.items()}  # logits of another offset rank alike
+    assert context_ranked(adj, listed, shifted, 3) == context_ranked(adj, listed, scores, 3)
+    even = dict.fromkeys(["albums", "media_types"], 0.5)
+    assert context_ranked(adj, ["albums", "media_types"], even, 2) == ["albums", "media_types"]
+    assert context_ranked(adj, ["media_types", "albums"], even, 1) == ["media_types"]
 
 
 def test_the_table_that_joins_two_routed_tables_is_added() -> None:
@@ -98,3 +135,24 @@ def test_max_routed_tables_keeps_the_router_s_best_tables_then_adds_bridges(tmp_
     shown = shown_tables()
     # concert (the router's third) is cut, then comes back as the bridge from singer to stadium
     assert shown == ["concert", "singer", "singer_in_concert", "stadium"]  # in the database's order
+
+
+def test_the_router_s_table_scores_reach_the_wide_cap(tmp_path: Path, shared_data: Path) -> None:
+    coll = Collection.create("one", path=tmp_path / "coll")
+    coll.add_database(str(shared_data / "spider" / "database" / "concert_singer" / "concert_singer.sqlite"))
+    coll.save()
+    settings = load_settings()
+    settings.answer.max_routed_tables, settings.answer.wide_schema_tables = 2, 3
+    routed = ["singer", "stadium", "singer_in_concert"]
+
+    def shown_tables(scores: dict[str, float]) -> list[str]:
+        llm = ScriptedLLM(["SELECT COUNT(*) FROM singer", "6."])
+        pick = lambda cands: RouteCandidate(database="concert_singer", tables=routed, table_scores=scores)  # noqa: E731
+        tagql.connect(collection=coll, llm=llm, settings=settings, route_method="bm25").ask(
+            "How many singers sang in a concert?", choose=pick)
+        return [line.split()[2] for line in llm.prompts[0][0].content.splitlines() if line.startswith("CREATE TABLE")]
+
+    # no scores: the first 2, then the bridge between them (in the database's order)
+    assert shown_tables({}) == ["concert", "singer", "singer_in_concert", "stadium"]
+    # singer_in_concert joins the best table: 1.0 + .4 x 2.0 beats stadium's 1.2 + .4 x 1.2
+    assert shown_tables({"singer": 2.0, "stadium": 1.2, "singer_in_concert": 1.0}) == ["singer", "singer_in_concert"]

@@ -11,7 +11,9 @@ import pytest
 
 from bench.routing.wide import SEP, merge_schemas
 from tagql.db.schema import Schema
+from tagql.models import RouteCandidate
 from tagql.routing.collection import Collection, read_values
+from tagql.routing.linking import capped_tables
 from tagql.routing.metrics import Gold, gold_tables, summarize
 from tagql.routing.ours import ONE_DATABASE, BuildConfig, GraphRouter
 
@@ -56,6 +58,20 @@ def test_one_database_routes_its_tables(wide, spider_dir: Path) -> None:
     assert len(cands) == 1 and cands[0].database == "merged"
     assert {"concert_singer__singer_in_concert", "concert_singer__concert"} <= set(cands[0].tables[:3])
     assert cands[0].confidence == pytest.approx(1.0)
+
+
+def test_the_router_scores_every_table_it_lists_for_the_wide_cap(wide) -> None:
+    coll, router = wide
+    question = "What is the average weight of the dogs of each breed?"
+    cand = router.route(question, k=1)[0]
+    assert set(cand.table_scores) == set(cand.tables) and len(cand.tables) > 3
+    logits = router.logits([question])[0]
+    for table, score in cand.table_scores.items():
+        assert score == pytest.approx(float(logits[router.key_pos[("merged", table)]]), abs=1e-5)
+    picked = capped_tables(coll.schema("merged"), cand.tables, 3, wide_above=10, scores=cand.table_scores)
+    assert len(picked) == 3 and set(picked) <= set(cand.tables) and picked[0].startswith("pets_1__")
+    shown = RouteCandidate.of(cand)
+    assert shown.table_scores == cand.table_scores and "table_scores" not in shown.model_dump()  # not in JSON
 
 
 def test_one_database_still_flags_off_topic_questions(wide) -> None:

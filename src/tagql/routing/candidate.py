@@ -15,6 +15,8 @@ class Candidate:
     score: float
     trails: list[list[str]] = field(default_factory=list)  # the graph trails merged into ``tables``
     confidence: float | None = None  # ``ours``: probability its best table is needed (calibrated scorer)
+    # ``ours``: each listed table's logit; the wide-schema cap (routing/linking.py) ranks with it
+    table_scores: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = {"database": self.database, "tables": list(self.tables), "score": round(float(self.score), 4)}

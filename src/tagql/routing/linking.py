@@ -94,12 +94,44 @@ def join_path_tables(schema: Schema, tables: Sequence[str], *, max_bridges: int 
     return [names[t] for t in added]
 
 
-def capped_tables(schema: Schema, tables: Sequence[str], limit: int, *, wide_above: int) -> list[str]:
-    """The router's first ``limit`` tables (its order, best first) in a database of more than ``wide_above``
-    tables; every one otherwise, or with ``limit`` 0 (``answer.max_routed_tables``, ``wide_schema_tables``)."""
-    if limit and len(schema.tables) > wide_above:
-        return list(tables[:limit])
-    return list(tables)
+# the wide-schema cap's ranking (:func:`context_ranked`), chosen on the Spider train questions of
+# bench.routing.wide_coverage (a grid of 2 x 2 values and 4 forms; docs/routing.md), never on dev
+CONTEXT_WEIGHT = 0.4
+JOIN_BONUS = 1.0
+
+
+def context_ranked(adj: dict[str, set[str]], tables: Sequence[str], scores: dict[str, float], limit: int, *,
+                   weight: float = CONTEXT_WEIGHT, bonus: float = JOIN_BONUS) -> list[str]:
+    """``limit`` of ``tables`` picked by their scores in context. A table's own score gains ``weight`` x the
+    best score among it and its listed key neighbours: the tables of a question come in key-joined groups, and
+    a table whose neighbour is also likely (``chinook_1__Track`` beside ``chinook_1__MediaType``) beats an
+    isolated one of another part of the schema that scored a little higher (``store_1__media_types``). Picked
+    one at a time; a table one key join links to one already picked gains ``bonus``. Shift-invariant in the
+    scores (logits of any offset rank alike); ties keep the listed order."""
+    s = {t.lower(): float(scores[t]) for t in tables}
+    names = {t.lower(): t for t in tables}
+    ctx = {t: v + weight * max([v, *(s[m] for m in adj.get(t, ()) if m in s)]) for t, v in s.items()}
+    order = sorted(s, key=lambda t: -ctx[t])
+    chosen: list[str] = []
+    while order and len(chosen) < limit:
+        near = set().union(*(adj.get(c, set()) for c in chosen))
+        pick = max(order, key=lambda t: ctx[t] + (bonus if t in near else 0.0))
+        chosen.append(pick)
+        order.remove(pick)
+    return [names[t] for t in chosen]
+
+
+def capped_tables(schema: Schema, tables: Sequence[str], limit: int, *, wide_above: int,
+                  scores: dict[str, float] | None = None) -> list[str]:
+    """In a database of more than ``wide_above`` tables, ``limit`` of the router's tables: ranked in context
+    (:func:`context_ranked`) when the router scored every one of them (``ours``), else its first ``limit``
+    (its order, best first). Every table otherwise, or with ``limit`` 0 (``answer.max_routed_tables``,
+    ``wide_schema_tables``)."""
+    if not limit or len(schema.tables) <= wide_above:
+        return list(tables)
+    if scores and all(t in scores for t in tables):
+        return context_ranked(key_neighbours(schema), tables, scores, limit)
+    return list(tables[:limit])
 
 
 def link_columns(table: Table, question: str, *, max_columns: int = 40) -> Table:

@@ -692,10 +692,10 @@ class GraphRouter:
             order = self.table_order(db, trails[0][1], logit)
             q = np.array([1 / (1 + math.exp(-min(max(cfg.table_scale * logit[t] + cfg.table_bias, -50.0), 50.0)))
                           for t in order])
-            rows.append((di, db, trails, order, q / max(float(q.sum()), 1e-6)))
+            rows.append((di, db, trails, order, q / max(float(q.sum()), 1e-6), logit))
         sizes = self.allocate([float(prob[r[0]]) for r in rows], [r[4] for r in rows], [len(r[2][0][1]) for r in rows])
         cands = []
-        for (di, db, trails, order, _), n in zip(rows[:k], sizes):
+        for (di, db, trails, order, _, logit), n in zip(rows[:k], sizes):
             tables = order[:n]
             have = set(tables)
             used = [tr for _, tr in trails if have.issuperset(tr)]  # the graph trails these tables cover
@@ -705,7 +705,7 @@ class GraphRouter:
             if near is not None:  # no synthetic question of this database is near: off-topic, say so
                 lo, hi = cfg.near_lo, cfg.near_hi
                 conf *= min(1.0, max(0.0, (float(near[di]) - lo) / (hi - lo)))
-            cands.append(Candidate(db, tables, dl, used, conf))
+            cands.append(Candidate(db, tables, dl, used, conf, {t: logit[t] for t in tables}))
         return cands
 
     def _first_stage(self, questions: list[str]) -> tuple[np.ndarray, ...]:
