@@ -15,6 +15,10 @@ sample (nothing here is tuned; the prompts and the linking rules were not fitted
     python -m bench.routing.wide_ex --per-db 2 --work /tmp/wide_ex     # 40 questions, 20 databases
     python -m bench.routing.wide_ex --questions train --conditions wide@0,wide@3,wide@5 --work /tmp/wide_ex
         # tuning answer.max_routed_tables on 38 Spider train questions (19 train databases), never on dev
+    python -m bench.routing.wide_ex --per-db 1000 --differing 30 --conditions wide@3,wide@3o --work /tmp/wide_ex
+        # a paired comparison of the two rankings where it can matter: 30 seeded questions, of all dev
+        # questions, whose capped prompts differ (the others get the same prompt, so the same answer); the
+        # EX change over all questions is the share that differ x the EX change on the sample
 
 Prints a table and writes bench/results/routing/wide_ex.json.
 """
@@ -138,6 +142,38 @@ def pick_questions(kind: str, per_db: int, seed: int) -> tuple[list[dict[str, An
     return chosen, dbs
 
 
+def condition_settings(settings: Any, cond: str) -> Any:
+    """The settings of ``wide@N`` (N routed tables ranked in context) or ``wide@No`` (the router's first N)."""
+    capped = settings.model_copy(deep=True)
+    cap = cond.partition("@")[2]
+    capped.answer.max_routed_tables = int(cap.rstrip("o") or 0)
+    capped.answer.wide_table_ranking = "router" if cap.endswith("o") else "context"
+    return capped
+
+
+def prompts_differ(name: str, settings: Any, chosen: list[dict[str, Any]], pair: list[str], n: int,
+                   seed: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``n`` seeded questions of ``chosen`` whose SQL-prompt tables differ between the two conditions (routed
+    once, no model), and how many of all differ."""
+    import tagql
+    from tagql.routing.linking import capped_tables, linked_schema
+
+    session = tagql.connect(collection=name, settings=settings)
+    answers = [condition_settings(settings, c).answer for c in pair]
+    differ = []
+    for e in chosen:
+        cand = session.route(e["question"], 1)[0]
+        schema = session.database(cand.database).schema
+        shown = [{t.name for t in linked_schema(schema, capped_tables(
+            schema, cand.tables, a.max_routed_tables, wide_above=a.wide_schema_tables,
+            scores=cand.table_scores if a.wide_table_ranking == "context" else None), e["question"],
+            max_bridges=a.join_path_tables, max_columns=a.max_prompt_columns).tables} for a in answers]
+        if shown[0] != shown[1]:
+            differ.append(e)
+    picked = random.Random(seed).sample(differ, min(n, len(differ)))
+    return picked, {"pair": pair, "differ": len(differ), "of": len(chosen), "share": round(len(differ) / len(chosen), 4)}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--per-db", type=int, default=2)
@@ -152,6 +188,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dbs", choices=("all", "dev"), default="all",
                     help="merge every Spider database that ships (163, ~870 tables) or only Spider dev's 19")
     ap.add_argument("--prepare", action="store_true", help="merge and index only (no model), for a later run")
+    ap.add_argument("--differing", type=int, default=0,
+                    help="only N seeded questions whose prompt tables differ between the first two wide@ conditions")
     ap.add_argument("--out", default=str(common.result_path("routing", "wide_ex")))
     args = ap.parse_args(argv)
     run = common.Run(__spec__, argv)
@@ -192,16 +230,20 @@ def main(argv: list[str] | None = None) -> None:
         if args.prepare:
             return
     merged = json.loads(meta_file.read_text())
+    differing = None
+    if args.differing:
+        pair = [c for c in args.conditions.split(",") if c.startswith("wide@")][:2]
+        if len(pair) < 2:
+            raise SystemExit("--differing compares two wide@ conditions: name them in --conditions")
+        chosen, differing = prompts_differ(name, settings, chosen, pair, args.differing, args.seed)
+        print(f"prompts differ between {pair[0]} and {pair[1]}: {differing['differ']} of {differing['of']} "
+              f"questions; running {len(chosen)}", flush=True)
     llm = FirstPromptTokens(make_llm(settings))
     records = []
     for cond in args.conditions.split(","):
         wide = None
         if cond.startswith("wide"):
-            capped = settings.model_copy(deep=True)
-            cap = cond.partition("@")[2]
-            capped.answer.max_routed_tables = int(cap.rstrip("o") or 0)
-            capped.answer.wide_table_ranking = "router" if cap.endswith("o") else "context"
-            wide = tagql.connect(collection=name, llm=llm, settings=capped)
+            wide = tagql.connect(collection=name, llm=llm, settings=condition_settings(settings, cond))
         for i, e in enumerate(chosen):
             gold_db = open_database(DATA / "spider" / "database" / e["db_id"] / f"{e['db_id']}.sqlite")
             session = wide or tagql.connect(db=str(DATA / "spider" / "database" / e["db_id"] / f"{e['db_id']}.sqlite"),
@@ -236,8 +278,14 @@ def main(argv: list[str] | None = None) -> None:
         summary[cond] = s
         print(f"{cond:<10}{s['n']:>4}{s['ex']:>8.3f}{s['prompt_tokens_p50']!s:>12}{s['prompt_tokens_p95']!s:>12}"
               f"{s['route_ms_p50']!s:>14}{s['warm_p50_s']!s:>12}")
+    if differing:
+        a, b = (summary[c]["ex"] for c in differing["pair"])
+        differing["ex_change_over_all"] = round(differing["share"] * (a - b), 4)
+        print(f"EX change over all {differing['of']} questions, {differing['pair'][0]} - {differing['pair'][1]}: "
+              f"{differing['share']:.3f} x ({a:.3f} - {b:.3f}) = {differing['ex_change_over_all']:+.4f}")
     run.save(args.out, {"merged": merged, "merged_databases": args.dbs, "question_set": args.questions,
-                        "questions": len(chosen), "seed": args.seed, "summary": summary, "records": records})
+                        "questions": len(chosen), "seed": args.seed, "summary": summary, "records": records,
+                        "differing": differing})
     print(f"wrote {args.out}")
 
 

@@ -37,3 +37,24 @@ def test_tuning_questions_come_from_train_databases_only(shared_data):
     for q in train_qs[:5]:  # each gold query runs on its own database
         con = sqlite3.connect(shared_data / "spider" / "database" / q["db_id"] / f"{q['db_id']}.sqlite")
         con.execute(q["query"]).fetchall()
+
+
+def test_the_paired_sample_holds_only_questions_whose_prompts_differ(shared_data, tmp_path, monkeypatch):
+    from bench.routing.wide_ex import condition_settings, merge_databases, pick_questions, prompts_differ
+    from tagql.api import index_collection
+    from tagql.config import load_settings
+
+    monkeypatch.setenv("TAGQL_COLLECTIONS_DIR", str(tmp_path / "collections"))
+    settings = load_settings()
+    settings.answer.wide_schema_tables = 3  # 7 merged tables: wide here
+    merge_databases(["concert_singer", "pets_1"], tmp_path / "wide.sqlite")
+    index_collection("w", databases=[str(tmp_path / "wide.sqlite")], questions_per_table=4, settings=settings)
+    assert condition_settings(settings, "wide@3o").answer.wide_table_ranking == "router"
+    capped = condition_settings(settings, "wide@2").answer
+    assert (capped.max_routed_tables, capped.wide_table_ranking) == (2, "context")
+    qs = [e for e in pick_questions("dev", 1000, 37)[0] if e["db_id"] in ("concert_singer", "pets_1")][:12]
+    same, info = prompts_differ("w", settings, qs, ["wide@2", "wide@2"], 5, 37)
+    assert same == [] and info["differ"] == 0 and info["of"] == 12  # one condition twice: nothing differs
+    picked, info = prompts_differ("w", settings, qs, ["wide@1", "wide@0"], 5, 37)
+    assert info["differ"] >= 6 and len(picked) == 5 and all(p in qs for p in picked)  # 1 table vs every routed one
+    assert prompts_differ("w", settings, qs, ["wide@1", "wide@0"], 5, 37)[0] == picked  # seeded
