@@ -152,9 +152,12 @@ def condition_settings(settings: Any, cond: str) -> Any:
 
 
 def prompts_differ(name: str, settings: Any, chosen: list[dict[str, Any]], pair: list[str], n: int,
-                   seed: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                   seed: int, gold: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``n`` seeded questions of ``chosen`` whose SQL-prompt tables differ between the two conditions (routed
-    once, no model), and how many of all differ."""
+    once, no model), and how many of all differ. ``gold``: only those where one prompt holds every table the
+    gold SQL reads and the other does not (where the table choice can decide the answer)."""
+    from bench.routing.wide_coverage import gold_tables
+
     import tagql
     from tagql.routing.linking import capped_tables, linked_schema
 
@@ -168,10 +171,16 @@ def prompts_differ(name: str, settings: Any, chosen: list[dict[str, Any]], pair:
             schema, cand.tables, a.max_routed_tables, wide_above=a.wide_schema_tables,
             scores=cand.table_scores if a.wide_table_ranking == "context" else None), e["question"],
             max_bridges=a.join_path_tables, max_columns=a.max_prompt_columns).tables} for a in answers]
-        if shown[0] != shown[1]:
+        if gold:
+            need = gold_tables(e["db_id"], e["query"]) or set()
+            held = [need <= {t.lower() for t in names} for names in shown]
+            if need and held[0] != held[1]:
+                differ.append(e)
+        elif shown[0] != shown[1]:
             differ.append(e)
     picked = random.Random(seed).sample(differ, min(n, len(differ)))
-    return picked, {"pair": pair, "differ": len(differ), "of": len(chosen), "share": round(len(differ) / len(chosen), 4)}
+    return picked, {"pair": pair, "differ": len(differ), "of": len(chosen), "share": round(len(differ) / len(chosen), 4),
+                     "gold_coverage_differs": gold}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -190,6 +199,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--prepare", action="store_true", help="merge and index only (no model), for a later run")
     ap.add_argument("--differing", type=int, default=0,
                     help="only N seeded questions whose prompt tables differ between the first two wide@ conditions")
+    ap.add_argument("--gold-differs", action="store_true",
+                    help="with --differing: only questions where one prompt holds the gold tables and the other not")
     ap.add_argument("--out", default=str(common.result_path("routing", "wide_ex")))
     args = ap.parse_args(argv)
     run = common.Run(__spec__, argv)
@@ -235,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
         pair = [c for c in args.conditions.split(",") if c.startswith("wide@")][:2]
         if len(pair) < 2:
             raise SystemExit("--differing compares two wide@ conditions: name them in --conditions")
-        chosen, differing = prompts_differ(name, settings, chosen, pair, args.differing, args.seed)
+        chosen, differing = prompts_differ(name, settings, chosen, pair, args.differing, args.seed, args.gold_differs)
         print(f"prompts differ between {pair[0]} and {pair[1]}: {differing['differ']} of {differing['of']} "
               f"questions; running {len(chosen)}", flush=True)
     llm = FirstPromptTokens(make_llm(settings))

@@ -58,3 +58,6 @@ def test_the_paired_sample_holds_only_questions_whose_prompts_differ(shared_data
     picked, info = prompts_differ("w", settings, qs, ["wide@1", "wide@0"], 5, 37)
     assert info["differ"] >= 6 and len(picked) == 5 and all(p in qs for p in picked)  # 1 table vs every routed one
     assert prompts_differ("w", settings, qs, ["wide@1", "wide@0"], 5, 37)[0] == picked  # seeded
+    held, held_info = prompts_differ("w", settings, qs, ["wide@1", "wide@0"], 12, 37, gold=True)
+    # where gold coverage differs the prompts differ too (a 1-table prompt misses the joins)
+    assert all(p in qs for p in held) and 0 < held_info["differ"] <= info["differ"] and held_info["gold_coverage_differs"]
