@@ -159,7 +159,7 @@ def prompts_differ(name: str, settings: Any, chosen: list[dict[str, Any]], pair:
     from bench.routing.wide_coverage import gold_tables
 
     import tagql
-    from tagql.routing.linking import capped_tables, linked_schema
+    from tagql.routing.linking import routed_prompt_schema
 
     session = tagql.connect(collection=name, settings=settings)
     answers = [condition_settings(settings, c).answer for c in pair]
@@ -167,10 +167,8 @@ def prompts_differ(name: str, settings: Any, chosen: list[dict[str, Any]], pair:
     for e in chosen:
         cand = session.route(e["question"], 1)[0]
         schema = session.database(cand.database).schema
-        shown = [{t.name for t in linked_schema(schema, capped_tables(
-            schema, cand.tables, a.max_routed_tables, wide_above=a.wide_schema_tables,
-            scores=cand.table_scores if a.wide_table_ranking == "context" else None), e["question"],
-            max_bridges=a.join_path_tables, max_columns=a.max_prompt_columns).tables} for a in answers]
+        shown = [{t.name for t in routed_prompt_schema(schema, cand.tables, e["question"], a, cand.table_scores).tables}
+                 for a in answers]
         if gold:
             need = gold_tables(e["db_id"], e["query"]) or set()
             held = [need <= {t.lower() for t in names} for names in shown]

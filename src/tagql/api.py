@@ -371,15 +371,10 @@ class Session:
 
     def _pipeline(self, name: str, method: str, tables: list[str] | None, k: int | None, question: str = "",
                   scores: dict[str, float] | None = None) -> TagQL:
-        from tagql.routing.linking import capped_tables, linked_schema
+        from tagql.routing.linking import routed_prompt_schema
 
         db = self.database(name if self.is_collection else None)
-        answer = self.settings.answer
-        if tables:
-            tables = capped_tables(db.schema, tables, answer.max_routed_tables, wide_above=answer.wide_schema_tables,
-                                   scores=scores if answer.wide_table_ranking == "context" else None)
-        subset = (linked_schema(db.schema, tables, question, max_bridges=answer.join_path_tables,
-                                max_columns=answer.max_prompt_columns) if tables else None)
+        subset = routed_prompt_schema(db.schema, tables, question, self.settings.answer, scores) if tables else None
         return TagQL(db, self.llm(method), settings=self._settings_for(method), knowledge=self._retriever(name),
                      knowledge_k=k, prompt_schema=subset if subset and subset.tables else None,
                      embedder=self._embedder, examples=self.examples_for(db.name) if method == "sql" else None,

@@ -46,7 +46,7 @@ class RouteCandidate(BaseModel):
     @classmethod
     def of(cls, candidate: Any) -> RouteCandidate:
         """From a :class:`tagql.routing.router.Candidate`."""
-        return cls(**candidate.to_dict(), table_scores=dict(getattr(candidate, "table_scores", None) or {}))
+        return cls(**candidate.to_dict(), table_scores=dict(candidate.table_scores))
 
 
 class Plan(BaseModel):

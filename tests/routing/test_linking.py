@@ -156,3 +156,5 @@ def test_the_router_s_table_scores_reach_the_wide_cap(tmp_path: Path, shared_dat
     assert shown_tables({}) == ["concert", "singer", "singer_in_concert", "stadium"]
     # singer_in_concert joins the best table: 1.0 + .4 x 2.0 beats stadium's 1.2 + .4 x 1.2
     assert shown_tables({"singer": 2.0, "stadium": 1.2, "singer_in_concert": 1.0}) == ["singer", "singer_in_concert"]
+    settings.answer.wide_table_ranking = "router"  # the same scores, ignored: the router's first 2
+    assert shown_tables({"singer": 2.0, "stadium": 1.2, "singer_in_concert": 1.0}) == shown_tables({})

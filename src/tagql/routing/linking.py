@@ -18,8 +18,12 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from tagql.db.schema import Column, Schema, Table
+
+if TYPE_CHECKING:
+    from tagql.config import AnswerSettings
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("a an the of in on at to for by with and or is are was were be what which who whom how many "
@@ -160,3 +164,14 @@ def linked_schema(schema: Schema, tables: Iterable[str], question: str, *, max_b
     wanted = {t.lower() for t in [*tables, *join_path_tables(schema, tables, max_bridges=max_bridges)]}
     return Schema(schema.name, [link_columns(t, question, max_columns=max_columns)
                                 for t in schema.tables if t.name.lower() in wanted], schema.dialect)
+
+
+def routed_prompt_schema(schema: Schema, tables: Sequence[str], question: str, answer: AnswerSettings,
+                         scores: dict[str, float] | None = None) -> Schema:
+    """What the SQL prompt shows of ``schema`` for ``question`` routed to ``tables`` under the ``[answer]``
+    settings: the cap of a wide database (:func:`capped_tables`, ranked by ``scores`` when
+    ``wide_table_ranking`` is ``context``), then the bridges and linked columns (:func:`linked_schema`)."""
+    kept = capped_tables(schema, tables, answer.max_routed_tables, wide_above=answer.wide_schema_tables,
+                         scores=scores if answer.wide_table_ranking == "context" else None)
+    return linked_schema(schema, kept, question, max_bridges=answer.join_path_tables,
+                         max_columns=answer.max_prompt_columns)
