@@ -390,7 +390,11 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
             # SQL + LM (text2sql_lm) instead of an error, and say so
             made = "no valid plan" if isinstance(exc, (PlanError, LLMOutputError)) else "the plan failed"
             notes.append(f"{made} ({exc.one_line()}); answered with text2sql_lm")
-            outcome = session.synthesizer.run(question, statements)
+            try:
+                outcome = session.synthesizer.run(question, statements)
+            except TagqlError as again:  # both failed: the error carries what the planner tried too
+                again.plan_attempts = getattr(exc, "attempts", None)  # type: ignore[attr-defined]
+                raise
             sql, result, attempts = outcome.sql, outcome.result, outcome.attempts
             plan = {"fallback": "text2sql_lm", "error": exc.one_line()}
             if p is not None:

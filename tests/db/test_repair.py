@@ -138,17 +138,67 @@ def test_a_lookup_that_can_match_several_rows_becomes_in(db):
 
 
 def test_a_column_compared_with_itself_goes_back_to_the_llm(db):
-    # superhero links to colour three times (eye, hair, skin): nothing says which link was meant
-    bad = ("SELECT T1.superhero_name FROM superhero AS T1 JOIN colour AS T2 ON T1.eye_colour_id = T1.eye_colour_id "
+    # superhero links to colour three times (eye, hair, skin) and T2.id is the key of all three:
+    # nothing says which link was meant
+    bad = ("SELECT T1.superhero_name FROM superhero AS T1 JOIN colour AS T2 ON T2.id = T2.id "
            "WHERE T2.colour = 'Violet'")
     with pytest.raises(InvalidQuery, match="compares a column with itself"):
         prepare_sql(bad, db, repairs=[])
     assert prepare_sql(bad, db) == bad  # a user's own SQL is theirs to write
-    good = bad.replace("ON T1.eye_colour_id = T1.eye_colour_id", "ON T1.eye_colour_id = T2.id")
+    good = bad.replace("ON T2.id = T2.id", "ON T1.eye_colour_id = T2.id")
     synth = QuerySynthesizer(db, ScriptedLLM([bad, good]))
     out = synth.run("Which heroes have violet eyes?")
     assert "compares a column with itself" in (out.attempts[0].error or "") and out.sql == good
     assert len(out.result.rows) > 0
+
+
+def test_the_column_compared_with_itself_names_the_key_it_meant(db):
+    # T1.eye_colour_id is one of superhero's three keys to colour: the eye one, not hair or skin
+    bad = ("SELECT T1.superhero_name FROM superhero AS T1 JOIN colour AS T2 ON T1.eye_colour_id = T1.eye_colour_id "
+           "WHERE T2.colour = 'Violet'")
+    gold = bad.replace("ON T1.eye_colour_id = T1.eye_colour_id", "ON T1.eye_colour_id = T2.id")
+    notes: list[str] = []
+    assert prepare_sql(bad, db, repairs=notes) == gold
+    assert notes == ["T1.eye_colour_id = T1.eye_colour_id -> T1.eye_colour_id = T2.id"]
+    assert rows(db, gold) and rows(db, gold) != rows(db, gold.replace("eye_colour_id", "hair_colour_id"))
+    # the joined table's own column, after a table it does not link to by that key: the key that has it
+    bad = ("SELECT T1.superhero_name FROM superhero AS T1 JOIN publisher AS T3 ON T1.publisher_id = T3.id "
+           "JOIN hero_power AS T2 ON T2.hero_id = T2.hero_id")
+    notes = []
+    assert "JOIN hero_power AS T2 ON T1.id = T2.hero_id" in prepare_sql(bad, db, repairs=notes)
+    assert notes == ["T2.hero_id = T2.hero_id -> T1.id = T2.hero_id"]
+    # tables listed with commas: the condition in WHERE is the join
+    bad = ("SELECT COUNT(*) FROM superhero AS T1, hero_power AS T2 WHERE T1.id = T1.id AND T2.power_id = 1")
+    notes = []
+    sql = prepare_sql(bad, db, repairs=notes)
+    assert notes == ["T1.id = T1.id -> T1.id = T2.hero_id"]
+    assert db.execute(sql).rows == db.execute("SELECT COUNT(*) FROM hero_power WHERE power_id = 1").rows
+
+
+def test_a_self_comparison_on_a_key_nobody_declared_joins_the_namesake_column(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "hr.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE regions (region_id INTEGER PRIMARY KEY, region_name TEXT);
+        CREATE TABLE countries (country_id TEXT PRIMARY KEY, country_name TEXT, region_id INTEGER);
+        INSERT INTO regions VALUES (1, 'Europe'), (2, 'Americas');
+        INSERT INTO countries VALUES ('FR', 'France', 1), ('DE', 'Germany', 1), ('BR', 'Brazil', 2);
+    """)
+    con.commit()
+    con.close()
+    hr = open_database(path)
+    bad = ("SELECT T1.country_name FROM countries AS T1 JOIN regions AS T2 ON T1.region_id = T1.region_id "
+           "WHERE T2.region_name = 'Europe'")
+    notes: list[str] = []
+    sql = prepare_sql(bad, hr, repairs=notes)
+    assert notes == ["T1.region_id = T1.region_id -> T1.region_id = T2.region_id"]
+    assert sorted(r[0] for r in hr.execute(sql).rows) == ["France", "Germany"]
+    # a table joined to itself: the same column on both sides would be the identity, so it goes back
+    with pytest.raises(InvalidQuery, match="compares a column with itself"):
+        prepare_sql("SELECT T1.country_name FROM countries AS T1 JOIN countries AS T2 ON T1.region_id = T1.region_id",
+                    hr, repairs=[])
 
 
 def test_a_conditional_count_that_counts_every_row_becomes_a_sum(db):

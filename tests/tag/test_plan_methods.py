@@ -8,6 +8,7 @@ import re
 import pytest
 
 from tagql.config import load_settings
+from tagql.errors import InvalidQuery
 from tagql.db.connection import open_database
 from tagql.llm.scripted import ScriptedLLM
 from tagql.pipeline import TagQL
@@ -163,6 +164,18 @@ def test_tag_falls_back_to_text2sql_lm_without_a_valid_plan(superhero, tmp_path)
     s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
     a = answer(s, "Which heroes are taller than 250 cm?", "tag")
     assert a.values == ["Galactus"] and a.plan.fallback == "text2sql_lm" and "no valid plan" in a.notes[0]
+
+
+def test_when_plan_and_fallback_both_fail_the_error_keeps_what_the_planner_tried(superhero, tmp_path):
+    bad = "SELECT superhero_name FROM superhero WHERE no_such_column > 250"
+    llm = ScriptedLLM(["no", "not json", "still not json", bad, bad])
+    s = TagQL(superhero, llm, settings=load_settings(cache_dir=str(tmp_path)))
+    with pytest.raises(InvalidQuery) as err:
+        answer(s, "Which heroes are taller than 250 cm?", "tag")
+    assert [a.sql for a in err.value.attempts] == [bad, bad]  # the SQL fallback's tries
+    tried = err.value.plan_attempts  # and the planner's, before it
+    assert [t.get("plan") for t in tried[1:]] == ["not json", "still not json"]
+    assert all(t["error"] for t in tried[1:])
 
 
 def test_summary_question_without_agg_operator_is_summarised(superhero, tmp_path):

@@ -23,10 +23,11 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
 
 4. **Lookups that can match several rows** (:func:`repair_scalar_subqueries`): ``x = (SELECT ...)``
    becomes ``x IN (SELECT ...)`` unless the subquery yields one row by construction.
-5. **A column compared with itself** (:func:`self_comparisons`): in a JOIN's ON clause, when the joined
-   table and the tables before it share exactly one foreign-key link, the condition becomes that link
-   (:func:`repair_self_joins`); anywhere else it is reported, not repaired (nothing says which column
-   was meant), and the error goes back to the LLM.
+5. **A column compared with itself** (:func:`self_comparisons`): in a JOIN's ON clause (or the WHERE of
+   tables listed with commas) it becomes the join it was meant to be, when the column names one
+   foreign key (or one namesake column) to the other side, or the joined table and the tables before it
+   share exactly one foreign-key link (:func:`repair_self_joins`); anywhere else it is reported, not
+   repaired (nothing says which column was meant), and the error goes back to the LLM.
 6. **Conditional counts that count every row** (:func:`repair_conditional_counts`):
    ``COUNT(CASE WHEN c THEN 1 ELSE 0 END)`` counts the zeros too; it becomes ``SUM(...)``.
 7. **A constant under the wrong column** (:func:`misplaced_values`): ``zip_code.state = 'CA'`` where
@@ -559,32 +560,106 @@ def repair_conditional_counts(tree: exp.Expression) -> list[str]:
 
 def repair_self_joins(tree: exp.Expression, schema: Schema) -> list[str]:
     """``JOIN zip_code AS T2 ON T2.zip = T2.zip`` -> ``ON T1.zip = T2.zip_code``: a join condition that
-    compares a column with itself (always true: a cross product) is replaced by the one foreign-key
-    link between the joined table and the tables before it, when there is exactly one."""
+    compares a column with itself (always true: a cross product) becomes the join it was meant to be.
+
+    The column names the link: ``T1.eye_colour_id = T1.eye_colour_id`` joining ``colour`` is the foreign
+    key from T1's ``eye_colour_id`` (not its hair or skin colour keys), and ``T1.driverId = T1.driverId``
+    joining ``results`` after ``races`` is the ``driverId`` key, not the ``raceId`` one. Partners are the
+    joined table for a column of an earlier table, the earlier tables for a column of the joined table.
+    When exactly one partner is linked by a foreign key on that column, the condition becomes that key;
+    when none is, one partner with a column of the same name (a key nobody declared) gives ``T1.c =
+    T2.c``; failing both, the one foreign-key link between the joined table and the tables before it.
+    The same holds in WHERE for tables listed with commas (``FROM a AS T1, b AS T2 WHERE T1.x =
+    T1.x``). Anything else is left alone, and :func:`self_comparisons` sends it back to the LLM."""
     notes: list[str] = []
     links = _links(schema)
     for select in list(tree.find_all(exp.Select)):
         sources = select_sources(select, schema)
         if sources is None:
             continue
-        for i, join in enumerate(select.args.get("joins") or []):
+        joins = select.args.get("joins") or []
+        for i, join in enumerate(joins):
             on = join.args.get("on")
-            same = [eq for eq in (on.find_all(exp.EQ) if on is not None else [])
-                    if isinstance(eq.this, exp.Column) and eq.this == eq.expression]
-            if not same:
-                continue
             joined, before = sources[i + 1], sources[: i + 1]
-            found = [(b, link) for link in links.get(joined.table.name.lower(), [])
-                     for b in before if b.table.name.lower() == link.b.lower()]
-            if len(found) != 1:
+            for eq in _own_self_comparisons(on, select):
+                cond = _meant_join(eq.this, joined, before, links)
+                if cond is None:  # the one key between the joined table and those before it
+                    found = [(b, link) for link in links.get(joined.table.name.lower(), [])
+                             for b in before if b.table.name.lower() == link.b.lower()]
+                    cond = _link_condition(found[0][0], joined, found[0][1]) if len(found) == 1 else None
+                if cond is not None:
+                    cond = _earlier_first(cond, sources)
+                    notes.append(f"{eq.sql()} -> {cond.sql()}")
+                    eq.replace(cond)
+        crossed = [sources[0]] + [sources[i + 1] for i, j in enumerate(joins)
+                                  if j.args.get("on") is None and not j.args.get("using")]
+        if len(crossed) < 2:
+            continue
+        for eq in _own_self_comparisons(select.args.get("where"), select):
+            owner = _source_named(eq.this.table, crossed)
+            if owner is None:
                 continue
-            b, link = found[0]
-            cond = exp.and_(*[exp.EQ(this=exp.column(bc, table=b.alias), expression=exp.column(ac, table=joined.alias))
-                              for ac, bc in zip(link.a_cols, link.b_cols, strict=True)])
-            for eq in same:
+            cond = _meant_join(eq.this, owner, [s for s in crossed if s is not owner], links)
+            if cond is not None:
+                cond = _earlier_first(cond, sources)
                 notes.append(f"{eq.sql()} -> {cond.sql()}")
-                eq.replace(cond.copy())
+                eq.replace(cond)
     return notes
+
+
+def _own_self_comparisons(node: exp.Expression | None, select: exp.Select) -> list[exp.EQ]:
+    """``T.c = T.c`` conditions of ``node`` that belong to ``select`` itself (not to a subquery in it)."""
+    if node is None:
+        return []
+    return [eq for eq in node.find_all(exp.EQ) if isinstance(eq.this, exp.Column) and eq.this.table
+            and eq.this == eq.expression and eq.find_ancestor(exp.Select) is select]
+
+
+def _source_named(alias: str, sources: list[_Source]) -> _Source | None:
+    return next((s for s in sources if s.alias.lower() == alias.lower()), None)
+
+
+def _link_condition(b: _Source, a: _Source, link: _Link) -> exp.Expression:
+    """``b.<b_cols> = a.<a_cols>`` for a link seen from ``a``'s table to ``b``'s."""
+    return exp.and_(*[exp.EQ(this=exp.column(bc, table=b.alias), expression=exp.column(ac, table=a.alias))
+                      for ac, bc in zip(link.a_cols, link.b_cols, strict=True)])
+
+
+def _meant_join(column: exp.Column, joined: _Source, before: list[_Source],
+                links: dict[str, list[_Link]]) -> exp.Expression | None:
+    """The join ``column = column`` meant (see :func:`repair_self_joins`), or None when it is not clear."""
+    name = column.name.lower()
+    owner = _source_named(column.table, [joined, *before])
+    if owner is None or owner.table.column(column.name) is None:
+        return None
+    partners = before if owner is joined else [joined]
+    keyed = [(p, link) for p in partners for link in links.get(owner.table.name.lower(), [])
+             if link.b.lower() == p.table.name.lower() and name in (c.lower() for c in link.a_cols)]
+    if len(keyed) == 1:
+        p, link = keyed[0]
+        return _link_condition(p, owner, link)
+    if keyed:
+        return None
+    namesakes = [p for p in partners if p.table.name.lower() != owner.table.name.lower()
+                 and p.table.column(column.name) is not None]
+    if len(namesakes) != 1:
+        return None
+    p = namesakes[0]
+    return exp.EQ(this=exp.column(p.table.column(column.name).name, table=p.alias),  # type: ignore[union-attr]
+                  expression=exp.column(column.name, table=owner.alias))
+
+
+def _earlier_first(cond: exp.Expression, sources: list[_Source]) -> exp.Expression:
+    """Each ``a = b`` of a join condition written with the table listed first on the left, as people
+    (and the model) write joins."""
+    order = {s.alias.lower(): i for i, s in enumerate(sources)}
+    for eq in cond.find_all(exp.EQ):
+        left, right = eq.this, eq.expression
+        if isinstance(left, exp.Column) and isinstance(right, exp.Column) and \
+                order.get(left.table.lower(), 0) > order.get(right.table.lower(), 0):
+            eq.set("this", right)
+            eq.set("expression", left)
+    return cond
 
 
 def self_comparisons(tree: exp.Expression) -> list[str]:
