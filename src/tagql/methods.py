@@ -374,7 +374,8 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
     else:  # tag
         planner = Planner(session.db, llm, engine, retries=session.settings.answer.sql_retries,
                           exemplars=session.settings.tag.plan_exemplars,
-                          map_invented_columns=session.settings.tag.map_invented_columns)
+                          map_invented_columns=session.settings.tag.map_invented_columns,
+                          unplaced_columns_to_lm=session.settings.tag.unplaced_columns_to_lm)
         p: Plan | None = None
         try:
             p, plan_attempts = planner.make(question, statements)

@@ -467,7 +467,8 @@ def test_a_hybrid_plan_naming_a_missing_column_is_told_to_map_the_fact(superhero
               "operators": [{"op": "map", "instruction": "the founding year of {publisher_name}", "column": "year"},
                             {"op": "sort", "column": "year"}]}
     llm = ScriptedLLM(["yes", json.dumps(invented), json.dumps(mapped)])
-    plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("List the publishers from oldest to newest.")
+    plan, attempts = Planner(superhero, llm, SemEngine(llm), unplaced_columns_to_lm=False).make(
+        "List the publishers from oldest to newest.")
     assert "founding_year" in attempts[1]["error"] and "LM_NUMBER(" in llm.prompts[2][-1].content
     assert plan.operators[1]["op"] == "sort"
     # a relational question's missing column is only reported
@@ -921,10 +922,14 @@ def test_a_hybrid_plan_with_an_invented_column_runs_with_the_lm_judging_it(super
     assert "invented_to_lm_map" in attempts[1] and "LM_FILTER(" in plan.sql
     run = run_plan(plan, superhero, SemEngine(llm, cascade="off"))  # the LM judges each of the 141 names
     assert {r[0] for r in run.result.rows} == krypton & names == krypton
-    # off (the default): the plan is validated as written and the missing column reported
+    # off (the default), and so is the same rewrite after validation: the missing column is reported
     llm = ScriptedLLM(fn)
     with pytest.raises(PlanError, match="home_planet"):
-        Planner(superhero, llm, SemEngine(llm)).make("Which heroes come from Krypton?")
+        Planner(superhero, llm, SemEngine(llm), unplaced_columns_to_lm=False).make("Which heroes come from Krypton?")
+    # after validation (on by default) it comes to the same plan
+    llm = ScriptedLLM(fn)
+    plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which heroes come from Krypton?")
+    assert "unplaced_to_lm" in attempts[1] and "LM_FILTER('the home planet of {superhero_name} is Krypton'" in plan.sql
 
 
 def test_a_qualified_column_no_table_of_the_query_has_is_a_fact(superhero):
@@ -939,3 +944,32 @@ def test_a_qualified_column_no_table_of_the_query_has_is_a_fact(superhero):
            "WHERE T1.publisher_name = 'DC Comics'")
     p = Plan(sql=sql, operators=[])
     assert invented_fact_columns(p, superhero) == [] and p.sql == sql
+
+
+def test_a_column_validation_cannot_join_becomes_a_fact_instead_of_a_second_identical_plan(superhero):
+    """``colour`` is a column of colour, which superhero joins three ways (eye, hair, skin): validation
+    cannot place it, and the model, asked again, wrote the same plan. For a question that needs the LM
+    the column is a fact about the row instead, without a second plan."""
+    invented = {"sql": "SELECT superhero_name FROM superhero WHERE id BETWEEN 1 AND 40 AND colour = 'red'",
+                "operators": []}
+    plans = []
+
+    def fn(messages):
+        last = messages[-1].content
+        if "Does answering" in last:
+            return "yes"
+        plans.append(last)
+        return json.dumps(invented)
+
+    llm = ScriptedLLM(fn)
+    plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which heroes are red?")
+    assert len(plans) == 1
+    assert attempts[1] == {"unplaced_to_lm": [
+        "colour = 'red' -> LM_FILTER('the colour of {superhero_name} is red', superhero.superhero_name)"]}
+    assert plan.sql.endswith("AND LM_FILTER('the colour of {superhero_name} is red', superhero.superhero_name)")
+    # off, or a question that does not need the LM: the error goes back to the model, as before
+    for needs_lm, on in [("yes", False), ("no", True)]:
+        llm = ScriptedLLM(lambda m, a=needs_lm: a if "Does answering" in m[-1].content else json.dumps(invented))
+        with pytest.raises(PlanError, match="column 'colour' does not exist") as err:
+            Planner(superhero, llm, SemEngine(llm), unplaced_columns_to_lm=on).make("Which heroes are red?")
+        assert err.value.missing_column == ("colour" if needs_lm == "yes" else None)

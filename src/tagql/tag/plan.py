@@ -76,7 +76,10 @@ PLAN_SCHEMA: dict[str, Any] = {
 
 
 class PlanError(TagqlError):
-    """The plan is not valid for this database (bad SQL, unknown operator or column)."""
+    """The plan is not valid for this database (bad SQL, unknown operator or column). ``missing_column``:
+    the column its SQL names that no table of the query has (when that is why)."""
+
+    missing_column: str | None = None
 
 
 @dataclass
@@ -205,7 +208,7 @@ def invented_order_columns(plan: Plan, db: Database) -> list[str]:
     return notes
 
 
-def invented_fact_columns(plan: Plan, db: Database) -> list[str]:
+def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False) -> list[str]:
     """A column no table has, named outside ORDER BY (``WHERE country = 'Japan'``, ``GROUP BY continent``,
     ``SELECT name, country``): the model named a fact about the rows that the database does not store
     (the pool's questions hide exactly such columns). It becomes ``LM_MAP('the country of {name}', name)``
@@ -213,7 +216,9 @@ def invented_fact_columns(plan: Plan, db: Database) -> list[str]:
     table: a column called ``name`` or ``*_name``, else its first text column that is not an id), kept under
     its name in the select list. Run after :func:`invented_order_columns` (ORDER BY wants a number).
     A column another table has is left to the join repair of validation (for a qualified column: another
-    table of the query). Returns ``old -> new`` notes."""
+    table of the query); ``unplaced=True`` is for after that repair found no join for it (``nationality``
+    on ``circuits``: drivers and constructors have one, three joins away), so a column no table of the
+    query has is a fact too. Returns ``old -> new`` notes."""
     from sqlglot import exp
 
     tree = _parse(plan.sql, db, db.dialect)
@@ -249,12 +254,16 @@ def invented_fact_columns(plan: Plan, db: Database) -> list[str]:
         # unqualified: a fact when no table of the database has it (else validation adds the join);
         # qualified: when neither its table nor any other table of the query has it (``T1.nationality`` on
         # constructors, which has none, while drivers elsewhere in the database does)
-        if name in (in_query if col.table and col.table.lower() in aliases else known):
+        if name in (in_query if unplaced or (col.table and col.table.lower() in aliases) else known):
             continue
+        if name in _DATE_PART and db.backend.strftime_dates and _stored_date(select, db) is not None:
+            continue  # a part of a stored date: the error's hint says how to read it (STRFTIME)
         text = [c for c in table.columns if c.name.lower() not in ids
                 and not re.search(r"int|real|num|dec|float|double|date|time|bool", c.type or "", re.IGNORECASE)]
-        # what names a row: a text column the query selects, else one called *name*, else the first text one
-        subject = next((c for c in text if c.name.lower() in selected), None) or \
+        # what names a row: a text column the query selects (one called *name* first), else one called *name*,
+        # else the first text one
+        subject = next((c for c in text if c.name.lower() in selected and "name" in c.name.lower()), None) or \
+            next((c for c in text if c.name.lower() in selected), None) or \
             next((c for c in text if "name" in c.name.lower()), None) or next(iter(text), None)
         if subject is None:
             continue
@@ -467,7 +476,9 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool =
         missing = _MISSING_COLUMN.search(exc.one_line()) if hybrid else None
         if missing:  # "founding_year", "electronegativity": a fact the LM knows, not a column
             name = next(g for g in missing.groups() if g)
-            raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}", _missing_column_hint(name, plan.sql, db)) from exc
+            error = PlanError(f"the plan's SQL is invalid: {exc.one_line()}", _missing_column_hint(name, plan.sql, db))
+            error.missing_column = name
+            raise error from exc
         if isinstance(exc, InvalidQuery) and _enumerated_values(plan.sql) >= 6:
             raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}", ENUMERATION_HINT) from exc
         raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}") from exc
@@ -666,9 +677,10 @@ class Planner:
     """Asks the LM for a plan (JSON-constrained), validates it, retries once with the error."""
 
     def __init__(self, db: Database, llm: LLM, engine: SemEngine, *, retries: int = 1, max_tokens: int = 400,
-                 exemplars: int = 2, map_invented_columns: bool = False):
+                 exemplars: int = 2, map_invented_columns: bool = False, unplaced_columns_to_lm: bool = True):
         self.db = db
         self.map_invented_columns = map_invented_columns  # invented_fact_columns on hybrid plans
+        self.unplaced_columns_to_lm = unplaced_columns_to_lm  # ... and, after validation, on columns it cannot join
         self.exemplars = exemplars  # solved plans of similar questions shown before the question (0: none)
         self.llm = llm
         self.engine = engine
@@ -727,12 +739,12 @@ class Planner:
                     attempts.append({"invented_to_lm_map": facts})
                 # validation first: it adds missing joins and respells constants, so the guesses are
                 # read in the SQL that runs (``expense`` + ``budget.category`` only has an owner after it)
-                sql, _ = validate_plan(plan, self.db, self.engine, hybrid=hybrid, question=question)
+                sql = self._validated(plan, question, attempts)
                 if hybrid:
                     converted = self.guesses_to_filters(plan, question, statements)
                     if converted:
                         attempts.append({"guesses_to_lm_filter": converted})
-                        sql, _ = validate_plan(plan, self.db, self.engine, hybrid=hybrid, question=question)
+                        sql = self._validated(plan, question, attempts)
                 if plan.operators and self._finds_nothing(sql):
                     empty = empty or plan
                     raise PlanError("the plan's SQL returns no rows, so its operators have nothing to work on",
@@ -760,6 +772,22 @@ class Planner:
         assert last is not None
         last.attempts = attempts  # the fallback shows what was tried (``plan["attempts"]``)
         raise last
+
+    def _validated(self, plan: Plan, question: str, attempts: list[dict[str, Any]]) -> str:
+        """The plan's SQL as it will run (:func:`validate_plan`). For a question that needs the LM, a column
+        that no table of the query has and validation could not join becomes a fact the LM gives
+        (:func:`invented_fact_columns` with ``unplaced``) before the model is asked again: shown the error and
+        the hint, the 1.5B model wrote the same plan again word for word (pool dev questions 311, 319)."""
+        try:
+            return validate_plan(plan, self.db, self.engine, hybrid=self.hybrid, question=question)[0]
+        except PlanError as exc:
+            if not (self.hybrid and self.unplaced_columns_to_lm and exc.missing_column):
+                raise
+            facts = invented_fact_columns(plan, self.db, unplaced=True)
+            if not facts:
+                raise
+            attempts.append({"unplaced_to_lm": facts})
+        return validate_plan(plan, self.db, self.engine, hybrid=self.hybrid, question=question)[0]
 
     def guesses_to_filters(self, plan: Plan, question: str, statements: Sequence[ScoredStatement] = ()) -> list[str]:
         """Replace the SQL's guessed comparisons (:func:`guessed_comparisons`) by ``LM_FILTER`` calls that
