@@ -910,9 +910,12 @@ def test_a_hybrid_plan_with_an_invented_column_runs_with_the_lm_judging_it(super
         last = messages[-1].content
         if "Does answering" in last:
             return "yes"
+        if last.rstrip().endswith("Statement:"):  # the question's condition, stated about a hero's name
+            return "{superhero_name} comes from Krypton"
         claim = re.search(r"<statement>(.*?)</statement>", last)
         if claim:
-            return "yes" if any(f"of {name} is Krypton" in claim.group(1) for name in krypton) else "no"
+            return "yes" if any(f"of {name} is Krypton" in claim.group(1) or claim.group(1).startswith(f"{name} comes")
+                                for name in krypton) else "no"
         return json.dumps(invented)
 
     names = {r[0] for r in superhero.execute("SELECT superhero_name FROM superhero WHERE id BETWEEN 530 AND 670").rows}
@@ -929,7 +932,9 @@ def test_a_hybrid_plan_with_an_invented_column_runs_with_the_lm_judging_it(super
     # after validation (on by default) it comes to the same plan
     llm = ScriptedLLM(fn)
     plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which heroes come from Krypton?")
-    assert "unplaced_to_lm" in attempts[1] and "LM_FILTER('the home planet of {superhero_name} is Krypton'" in plan.sql
+    assert "unplaced_to_lm" in attempts[1] and "LM_FILTER('{superhero_name} comes from Krypton'" in plan.sql
+    run = run_plan(plan, superhero, SemEngine(llm, cascade="off"))
+    assert {r[0] for r in run.result.rows} == krypton
 
 
 def test_a_qualified_column_no_table_of_the_query_has_is_a_fact(superhero):
@@ -952,21 +957,32 @@ def test_a_column_validation_cannot_join_becomes_a_fact_instead_of_a_second_iden
     the column is a fact about the row instead, without a second plan."""
     invented = {"sql": "SELECT superhero_name FROM superhero WHERE id BETWEEN 1 AND 40 AND colour = 'red'",
                 "operators": []}
-    plans = []
 
     def fn(messages):
         last = messages[-1].content
         if "Does answering" in last:
             return "yes"
+        if last.rstrip().endswith("Statement:"):  # the question's condition about the naming column
+            criteria.append(last)
+            return "{superhero_name} is a red hero"
         plans.append(last)
         return json.dumps(invented)
 
+    plans: list[str] = []
+    criteria: list[str] = []
     llm = ScriptedLLM(fn)
     plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which heroes are red?")
-    assert len(plans) == 1
+    assert len(plans) == 1 and len(criteria) == 1
+    assert "Question: Which heroes are red?\nColumn: superhero.superhero_name" in criteria[0]
     assert attempts[1] == {"unplaced_to_lm": [
-        "colour = 'red' -> LM_FILTER('the colour of {superhero_name} is red', superhero.superhero_name)"]}
-    assert plan.sql.endswith("AND LM_FILTER('the colour of {superhero_name} is red', superhero.superhero_name)")
+        "colour = 'red' -> LM_FILTER('{superhero_name} is a red hero', superhero.superhero_name)"]}
+    assert plan.sql.endswith("AND LM_FILTER('{superhero_name} is a red hero', superhero.superhero_name)")
+    # two made-up columns compared: no one condition of the question fits both, so each states its own fact
+    two = {"sql": "SELECT superhero_name FROM superhero WHERE colour = 'red' OR planet = 'Mars'", "operators": []}
+    llm = ScriptedLLM(lambda m: "yes" if "Does answering" in m[-1].content else json.dumps(two))
+    plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which heroes are red or from Mars?")
+    assert "LM_FILTER('the colour of {superhero_name} is red'" in plan.sql
+    assert "LM_FILTER('the planet of {superhero_name} is Mars'" in plan.sql
     # off, or a question that does not need the LM: the error goes back to the model, as before
     for needs_lm, on in [("yes", False), ("no", True)]:
         llm = ScriptedLLM(lambda m, a=needs_lm: a if "Does answering" in m[-1].content else json.dumps(invented))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -208,7 +208,8 @@ def invented_order_columns(plan: Plan, db: Database) -> list[str]:
     return notes
 
 
-def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False) -> list[str]:
+def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False,
+                          criterion: Callable[[str, str], str] | None = None) -> list[str]:
     """A column no table has, named outside ORDER BY (``WHERE country = 'Japan'``, ``GROUP BY continent``,
     ``SELECT name, country``): the model named a fact about the rows that the database does not store
     (the pool's questions hide exactly such columns). It becomes ``LM_MAP('the country of {name}', name)``
@@ -218,7 +219,11 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False) -
     A column another table has is left to the join repair of validation (for a qualified column: another
     table of the query); ``unplaced=True`` is for after that repair found no join for it (``nationality``
     on ``circuits``: drivers and constructors have one, three joins away), so a column no table of the
-    query has is a fact too. Returns ``old -> new`` notes."""
+    query has is a fact too. ``criterion(column, table)`` states the question's condition about a row's
+    naming column (:meth:`Planner.criterion`): when the query compares exactly one made-up column with
+    constants, the filter judges that statement ("{name} is a circuit in the United Kingdom") rather than
+    "the nationality of {name} is British", which a judge refuses for a circuit. Returns ``old -> new``
+    notes."""
     from sqlglot import exp
 
     tree = _parse(plan.sql, db, db.dialect)
@@ -244,6 +249,7 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False) -
     # the select list first: a column mapped there keeps its name, so GROUP BY / HAVING can read the alias
     columns = sorted(select.find_all(exp.Column), key=lambda c: not isinstance(c.parent, exp.Select))
     in_query = {c.name.lower() for _q, t in aliases.values() for c in t.columns}
+    todo = []  # (column, its table's name in the query, the table, the row's naming column)
     for col in columns:
         name = col.name.lower()
         if (name in named and not col.table) or (order is not None and col.find_ancestor(exp.Order) is order):
@@ -265,14 +271,19 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False) -
         subject = next((c for c in text if c.name.lower() in selected and "name" in c.name.lower()), None) or \
             next((c for c in text if c.name.lower() in selected), None) or \
             next((c for c in text if "name" in c.name.lower()), None) or next(iter(text), None)
-        if subject is None:
-            continue
+        if subject is not None:
+            todo.append((col, qualifier, table, subject))
+    # the question's own condition, when it is the one thing the query compares a made-up column with
+    compared = [t for t in todo if _compared_constants(t[0])[0]]
+    for col, qualifier, table, subject in todo:
         fact = f"the {col.name.replace('_', ' ')} of {{{subject.name}}}"
         arg = exp.column(subject.name, table=qualifier)
-        node, call = _fact_call(col, fact, arg)
+        claim = criterion(subject.name, table.name) if criterion is not None and len(compared) == 1 \
+            and compared[0][0] is col and not _compared_constants(col)[1] else None
+        node, call = _fact_call(col, fact, arg, claim)
         if isinstance(node.parent, exp.Select) and node is col:  # a selected column keeps its name
             call = exp.alias_(call, col.name)
-            named.add(name)
+            named.add(col.name.lower())
         notes.append(f"{node.sql(dialect=db.dialect)} -> {call.sql(dialect=db.dialect)}")
         node.replace(call)
     if notes:
@@ -280,11 +291,9 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False) -
     return notes
 
 
-def _fact_call(col: Any, fact: str, arg: Any) -> tuple[Any, Any]:
-    """What replaces an invented column: a comparison with constants (``country = 'Japan'``, ``IN``, ``<>``)
-    becomes an ``LM_FILTER`` on the statement it makes (the LM judges "the country of {name} is Japan"
-    instead of its map having to spell 'Japan' the same way); anything else is ``LM_MAP`` of the fact.
-    Returns (the node replaced, its replacement)."""
+def _compared_constants(col: Any) -> tuple[list[str], bool]:
+    """The constants ``col`` is compared with (``= 'Japan'``, ``<> 'Japan'``, ``[NOT] IN ('a', 'b')``) and
+    whether the comparison is negated; ``([], False)`` for any other use."""
     from sqlglot import exp
 
     parent = col.parent
@@ -294,11 +303,23 @@ def _fact_call(col: Any, fact: str, arg: Any) -> tuple[Any, Any]:
     elif isinstance(parent, exp.In) and parent.this is col and parent.expressions and all(
             isinstance(e, exp.Literal) for e in parent.expressions):
         values = [e.name for e in parent.expressions]
+    negated = isinstance(parent, exp.NEQ) or (isinstance(parent, exp.In) and isinstance(parent.parent, exp.Not))
+    return values, bool(values) and negated
+
+
+def _fact_call(col: Any, fact: str, arg: Any, claim: str | None = None) -> tuple[Any, Any]:
+    """What replaces an invented column: a comparison with constants (``country = 'Japan'``, ``IN``, ``<>``)
+    becomes an ``LM_FILTER`` on the statement it makes (the LM judges "the country of {name} is Japan"
+    instead of its map having to spell 'Japan' the same way; ``claim``, when given, is the statement);
+    anything else is ``LM_MAP`` of the fact. Returns (the node replaced, its replacement)."""
+    from sqlglot import exp
+
+    parent = col.parent
+    values, negated = _compared_constants(col)
     if not values:
         return col, exp.Anonymous(this="LM_MAP", expressions=[exp.Literal.string(fact), arg])
-    claim = f"{fact} is {values[0]}" if len(values) == 1 else f"{fact} is one of: {', '.join(values)}"
+    claim = claim or (f"{fact} is {values[0]}" if len(values) == 1 else f"{fact} is one of: {', '.join(values)}")
     call: Any = exp.Anonymous(this="LM_FILTER", expressions=[exp.Literal.string(claim), arg])
-    negated = isinstance(parent, exp.NEQ) or (isinstance(parent, exp.In) and isinstance(parent.parent, exp.Not))
     node = parent.parent if isinstance(parent, exp.In) and isinstance(parent.parent, exp.Not) else parent
     return node, exp.Not(this=call) if negated else call
 
@@ -783,7 +804,8 @@ class Planner:
         except PlanError as exc:
             if not (self.hybrid and self.unplaced_columns_to_lm and exc.missing_column):
                 raise
-            facts = invented_fact_columns(plan, self.db, unplaced=True)
+            facts = invented_fact_columns(plan, self.db, unplaced=True,
+                                          criterion=lambda column, table: self.criterion(question, column, table))
             if not facts:
                 raise
             attempts.append({"unplaced_to_lm": facts})
