@@ -192,8 +192,10 @@ def main(argv: list[str] | None = None) -> int:
                 a = sessions[key].ask(r["Query"], method=m)
                 values, text, calls, err = a.values, a.answer, int(a.tokens["calls"]), None
                 plan = a.plan.model_dump() if a.plan else None
+                table = {"columns": a.columns, "rows": a.rows[:20]}  # what the values were read from
             except Exception as exc:  # noqa: BLE001 - a failed method scores 0, with the reason
                 values, text, calls, err, plan = [], "", None, f"{type(exc).__name__}: {exc}"[:300], None
+                table = None
                 if getattr(exc, "attempts", None):  # what was tried: the rejected SQL or plans, with why
                     plan = {"attempts": [a if isinstance(a, dict) else {"sql": getattr(a, "sql", str(a)),
                                                                         "error": getattr(a, "error", None)}
@@ -203,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
             ok = correct(r["Query type"], ref, values, text)
             res = {"id": int(r["Query ID"]), "type": r["Query type"], "kind": r["Knowledge/Reasoning Type"],
                    "method": m, "correct": ok, "seconds": round(time.perf_counter() - t0, 2), "lm_calls": calls,
-                   "values": values[:20], "answer": text[:300], "reference": ref, "error": err, "plan": plan}
+                   "values": values[:20], "answer": text[:300], "reference": ref, "error": err, "plan": plan,
+                   "result": table}
             results.append(res)
             print(f"[{r['Query ID']:>2}] {m:<15} {'OK ' if ok else 'bad'} {res['seconds']:7.1f}s "
                   f"calls={calls} {str(values)[:60]} {err or ''}", flush=True)

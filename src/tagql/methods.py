@@ -53,8 +53,13 @@ _AGG = re.compile(r"^\s*(summari[sz]e|provide (some )?information|describe|give 
 
 _NAMES_ASKED = re.compile(r"\b(?:give|list|return|provide|name)\b[^.?!;]*\bnames?\b", re.IGNORECASE)
 _NAME_LIKE = re.compile(r"name|title", re.IGNORECASE)
-_AMOUNT_ASKED = re.compile(r"\bhow (?:much|many|heavy|tall|old|long|far|big)\b|\b(?:with|and) (?:their|its|the)\b",
+# "with their population", "and the date of each"; not "with the highest latitude" (a superlative picks rows)
+_AMOUNT_ASKED = re.compile(r"\bhow (?:much|many|heavy|tall|old|long|far|big)\b|\b(?:with|and) (?:their|its)\b"
+                           r"|\band the\b|\bwith the (?!(?:highest|lowest|most|least|fewest|largest|smallest|"
+                           r"biggest|greatest|longest|shortest|best|worst|top|bottom|oldest|newest|earliest|latest)\b)",
                            re.IGNORECASE)
+# a code naming the same row as its name column (``circuitRef`` 'silverstone' beside 'Silverstone Circuit')
+_CODE_LIKE = re.compile(r"(?:ref|code|slug|abbr|abbreviation)$", re.IGNORECASE)
 
 
 def answer_values(question: str, result: Result, *, ordered: bool = False) -> list[Any]:
@@ -63,12 +68,17 @@ def answer_values(question: str, result: Result, *, ordered: bool = False) -> li
     by (``publisher_name, COUNT(*)``), only the columns named like names are kept; in an ordered result
     of one text column, a value repeated by a join or a missing DISTINCT is kept once, at its first place
     (``c, c, c, o, o`` is the ranking ``c, o``). A column the SQL only sorts by (``event_date`` for
-    "meetings in calendar-month order") is dropped unless the question names it (names and titles stay)."""
+    "meetings in calendar-month order") is dropped unless the question names it (names and titles stay),
+    and so is a code beside a name column (``circuitRef`` 'silverstone' next to 'Silverstone Circuit')."""
     columns = list(result.columns)
     keep = list(range(len(columns)))
     if len(columns) > 1 and _NAMES_ASKED.search(question):
         named = [i for i, c in enumerate(columns) if "name" in c.lower()]
         keep = named or keep
+    if len(keep) > 1 and any(_NAME_LIKE.search(columns[i]) for i in keep):
+        codes = {i for i in keep if _CODE_LIKE.search(columns[i]) and not _NAME_LIKE.search(columns[i])
+                 and not _asked(question, columns[i], columns)}
+        keep = [i for i in keep if i not in codes]
     if len(keep) > 1 and not _AMOUNT_ASKED.search(question):
         keys = _sort_keys(result.sql)
         unasked = {i for i in keep if columns[i].lower() in keys and not _NAME_LIKE.search(columns[i])

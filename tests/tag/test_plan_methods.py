@@ -701,6 +701,11 @@ def test_every_sql_method_gets_the_databases_domain_statements(superhero, tmp_pa
      ["f", "o", "n"]),
     # an unordered list keeps its rows as they are
     ("Which elements occur?", ["element"], [("f",), ("f",)], False, ["f", "f"]),
+    # seen on the pool's dev split: a code naming the same row beside its name
+    ("List the circuits in Wales.", ["circuitRef", "name"], [("pembrey", "Pembrey")], False, ["Pembrey"]),
+    # ... unless the question asks for the code
+    ("Give the code of each airport in Wales.", ["code", "name"], [("CWL", "Cardiff")], False,
+     [["CWL", "Cardiff"]]),
     # numbers are not collapsed (two heroes can weigh the same)
     ("List the five largest weights.", ["weight_kg"], [(90,), (90,), (80,)], True, [90, 90, 80]),
 ])
@@ -733,6 +738,23 @@ def test_a_column_the_sql_only_sorts_by_is_not_part_of_a_list_answer(question, s
 
     rows = [("January Meeting", "2020-01-14"), ("March Meeting", "2020-03-10")]
     assert answer_values(question, Result(sql, ["event_name", "event_date"], rows), ordered=True) == expected
+
+
+@pytest.mark.parametrize("question, expected", [
+    # seen on the pool's dev split: "with the highest ..." picks the rows, it does not ask for the measure
+    ("List the 2 circuits in the United Kingdom with the highest latitude, highest first.", ["Aintree", "Donington Park"]),
+    ("List the 2 circuits in the United Kingdom with their latitude, highest first.",
+     [["Aintree", 53.48], ["Donington Park", 52.83]]),
+    ("List the 2 circuits in the United Kingdom and the latitude of each, highest first.",
+     [["Aintree", 53.48], ["Donington Park", 52.83]]),
+])
+def test_a_superlative_measure_is_not_part_of_a_list_answer(question, expected):
+    from tagql.db.connection import Result
+    from tagql.methods import answer_values
+
+    result = Result("SELECT circuitRef, name, lat FROM circuits ORDER BY lat DESC LIMIT 2", ["circuitRef", "name", "lat"],
+                    [("aintree", "Aintree", 53.48), ("donington", "Donington Park", 52.83)])
+    assert answer_values(question, result, ordered=True) == expected
 
 
 def test_a_plan_cut_off_while_listing_a_category_is_told_to_judge_the_column(shared_data):
