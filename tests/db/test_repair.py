@@ -307,3 +307,18 @@ def test_a_join_key_the_joined_table_lacks_is_named_not_requalified_into_a_self_
     out = QuerySynthesizer(db, ScriptedLLM([bad, good])).run("How many heroes can fly?")
     assert "cannot be joined on hero_id" in (out.attempts[0].error or "")
     assert "ON T1.power_id = T2.id" in out.sql and out.result.rows[0][0] > 0
+
+
+def test_a_table_spelt_with_other_case_or_underscores_is_respelt(db):
+    # seen on the pool's dev split: constructor_results for constructorResults, written again after the hint
+    bad = "SELECT COUNT(*) FROM HeroPower AS T1 JOIN super_hero AS T2 ON T1.hero_id = T2.id WHERE T2.height_cm > 200"
+    notes: list[str] = []
+    sql = prepare_sql(bad, db, repairs=notes)
+    assert notes[:2] == ["table HeroPower -> hero_power", "table super_hero -> superhero"]
+    assert "FROM hero_power AS T1 JOIN superhero AS T2" in sql
+    assert db.execute(sql).rows[0][0] > 0
+    # a name no table squashes to is left for validation to name, and so is user SQL
+    with pytest.raises(InvalidQuery, match="unknown table 'powers'"):
+        prepare_sql("SELECT * FROM powers", db, repairs=[])
+    with pytest.raises(InvalidQuery, match="unknown table 'HeroPower'"):
+        prepare_sql(bad, db)

@@ -64,6 +64,30 @@ class _Source:
     table: Table
 
 
+def _squashed(name: str) -> str:
+    return re.sub(r"[\W_]+", "", name).lower()
+
+
+def repair_table_spelling(tree: exp.Expression, schema: Schema) -> list[str]:
+    """``constructor_results`` where the table is ``constructorResults``: a table name that is no table,
+    but is exactly one table's name once case, underscores and spaces are ignored, is respelt. Told
+    "did you mean constructorResults?", the 1.5B model wrote the same plan again (pool dev question 440)."""
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    by_squashed: dict[str, list[str]] = {}
+    for name in schema.table_names:
+        by_squashed.setdefault(_squashed(name), []).append(name)
+    notes: list[str] = []
+    for table in tree.find_all(exp.Table):
+        name = table.name
+        if not name or name.lower() in ctes or schema.table(name) is not None:
+            continue
+        found = by_squashed.get(_squashed(name), [])
+        if len(found) == 1:
+            table.set("this", exp.to_identifier(found[0]))
+            notes.append(f"table {name} -> {found[0]}")
+    return notes
+
+
 def repair_columns(tree: exp.Expression, schema: Schema, question: str = "") -> list[str]:
     """Fix misplaced column references in ``tree`` in place; return one note per repair.
 

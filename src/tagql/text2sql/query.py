@@ -23,6 +23,7 @@ from tagql.db.repair import (
     repair_conditional_counts,
     repair_scalar_subqueries,
     repair_self_joins,
+    repair_table_spelling,
     repair_values,
     self_comparisons,
 )
@@ -140,6 +141,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     tree = fix_sqlite_double_quoted_strings(tree, schema)
     if repairs is not None:
         repairs += repair_literal_filters(tree)
+        repairs += repair_table_spelling(tree, schema)
         repairs += repair_columns(tree, schema, question)
         repairs += repair_scalar_subqueries(tree)
         repairs += repair_conditional_counts(tree)
