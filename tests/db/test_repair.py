@@ -322,3 +322,21 @@ def test_a_table_spelt_with_other_case_or_underscores_is_respelt(db):
         prepare_sql("SELECT * FROM powers", db, repairs=[])
     with pytest.raises(InvalidQuery, match="unknown table 'HeroPower'"):
         prepare_sql(bad, db)
+
+
+def test_a_ranking_by_an_aggregate_without_groups_groups_by_what_it_selects(db):
+    # seen on the pool's dev split: ORDER BY COUNT(*) with no GROUP BY ("misuse of aggregate" in SQLite)
+    bad = ("SELECT T2.publisher_name FROM superhero AS T1 JOIN publisher AS T2 ON T1.publisher_id = T2.id "
+           "ORDER BY COUNT(*) DESC LIMIT 1")
+    notes: list[str] = []
+    sql = prepare_sql(bad, db, repairs=notes)
+    assert notes == ["GROUP BY T2.publisher_name (ranked by COUNT(*), which needs groups)"]
+    gold = ("SELECT T2.publisher_name FROM superhero AS T1 JOIN publisher AS T2 ON T1.publisher_id = T2.id "
+            "GROUP BY T2.publisher_name ORDER BY COUNT(*) DESC LIMIT 1")
+    assert db.execute(sql).rows == db.execute(gold).rows == [("Marvel Comics",)]
+    # an aggregate in the select list, a GROUP BY already there, or user SQL: left as written
+    for ok in ["SELECT COUNT(*) FROM superhero ORDER BY COUNT(*)",
+               "SELECT publisher_id FROM superhero GROUP BY publisher_id ORDER BY COUNT(*) DESC"]:
+        notes = []
+        assert prepare_sql(ok, db, repairs=notes) == ok and not any("GROUP BY" in n for n in notes)
+    assert prepare_sql(bad, db) == bad

@@ -34,6 +34,10 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    a column of the same table stores 'CA' (``short_state``) is rewritten to it; ``connected.atom_id =
    'TR006'`` where another table stores it is reported with where the data has it, and the error goes
    back to the LLM.
+8. **A table spelt another way** (:func:`repair_table_spelling`): ``constructor_results`` is
+   ``constructorResults`` when exactly one table has that name up to case and underscores.
+9. **A ranking by an aggregate without groups** (:func:`repair_missing_group_by`): ``SELECT name ...
+   ORDER BY COUNT(*) DESC`` groups by what it selects.
 The repairs that read the question's words (the counted entity, length and calendar-month orderings,
 listed values, word-count bounds) live with query synthesis in :mod:`tagql.text2sql.repair`.
 """
@@ -579,6 +583,29 @@ def repair_conditional_counts(tree: exp.Expression) -> list[str]:
         new = exp.Sum(this=case.copy())
         notes.append(f"{count.sql()} -> {new.sql()}")
         count.replace(new)
+    return notes
+
+
+def repair_missing_group_by(tree: exp.Expression) -> list[str]:
+    """``SELECT name FROM circuits JOIN races ... ORDER BY COUNT(*) DESC LIMIT 1`` (SQLite: "misuse of
+    aggregate"): the rows are ranked by an aggregate that has no groups. When a SELECT without GROUP BY
+    orders by an aggregate of its own while its select list has none, the groups are its selected
+    columns (``GROUP BY name``): the ranking the query describes. Pool dev question 281, written twice."""
+    notes: list[str] = []
+    for select in list(tree.find_all(exp.Select)):
+        order = select.args.get("order")
+        if order is None or select.args.get("group") is not None:
+            continue
+        own = [a for a in order.find_all(exp.AggFunc) if a.find_ancestor(exp.Select) is select]
+        if not own or any(isinstance(e, exp.Star) or any(a.find_ancestor(exp.Select) is select
+                                                         for a in e.find_all(exp.AggFunc))
+                          for e in select.expressions):
+            continue
+        keys = [e.this.copy() if isinstance(e, exp.Alias) else e.copy() for e in select.expressions]
+        if not keys or not all(k.find(exp.Column) for k in keys):
+            continue
+        select.set("group", exp.Group(expressions=keys))
+        notes.append(f"GROUP BY {', '.join(k.sql() for k in keys)} (ranked by {own[0].sql()}, which needs groups)")
     return notes
 
 

@@ -21,6 +21,7 @@ from tagql.db.repair import (
     misplaced_values,
     repair_columns,
     repair_conditional_counts,
+    repair_missing_group_by,
     repair_scalar_subqueries,
     repair_self_joins,
     repair_table_spelling,
@@ -145,6 +146,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         repairs += repair_columns(tree, schema, question)
         repairs += repair_scalar_subqueries(tree)
         repairs += repair_conditional_counts(tree)
+        repairs += repair_missing_group_by(tree)
         repairs += repair_self_joins(tree, schema)
         repairs += repair_counted_entity(tree, schema, question)
         if question and grounding:
