@@ -340,3 +340,26 @@ def test_a_ranking_by_an_aggregate_without_groups_groups_by_what_it_selects(db):
         notes = []
         assert prepare_sql(ok, db, repairs=notes) == ok and not any("GROUP BY" in n for n in notes)
     assert prepare_sql(bad, db) == bad
+
+
+def test_a_column_spelt_with_other_case_or_underscores_is_respelt(tmp_path):
+    # seen on the pool's dev split: first_name || ' ' || last_name on chinook's Customer (FirstName, LastName)
+    import sqlite3
+
+    path = tmp_path / "shop.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE Customer (CustomerId INTEGER PRIMARY KEY, FirstName TEXT, LastName TEXT, City TEXT);
+        INSERT INTO Customer VALUES (1, 'Ana', 'Lima', 'Lisbon'), (2, 'Jo', 'Ruiz', 'Madrid');
+    """)
+    con.commit()
+    con.close()
+    shop = open_database(path)
+    bad = "SELECT first_name || ' ' || T.last_name AS full_name FROM Customer AS T WHERE city = 'Lisbon'"
+    notes: list[str] = []
+    sql = prepare_sql(bad, shop, repairs=notes)
+    assert sorted(notes) == ["T.last_name -> T.LastName", "first_name -> FirstName"]  # city: case does not matter
+    assert shop.execute(sql).rows == [("Ana Lima",)]
+    # a fact the table does not store is no misspelling: validation names it
+    with pytest.raises(InvalidQuery, match="country"):
+        prepare_sql("SELECT FirstName FROM Customer WHERE country = 'Portugal'", shop, repairs=[])

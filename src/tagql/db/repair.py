@@ -34,8 +34,9 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    a column of the same table stores 'CA' (``short_state``) is rewritten to it; ``connected.atom_id =
    'TR006'`` where another table stores it is reported with where the data has it, and the error goes
    back to the LLM.
-8. **A table spelt another way** (:func:`repair_table_spelling`): ``constructor_results`` is
-   ``constructorResults`` when exactly one table has that name up to case and underscores.
+8. **A table or column spelt another way** (:func:`repair_table_spelling`): ``constructor_results`` is
+   ``constructorResults`` (``first_name`` is ``FirstName``) when exactly one table (one column of the
+   query's tables) has that name up to case and underscores.
 9. **A ranking by an aggregate without groups** (:func:`repair_missing_group_by`): ``SELECT name ...
    ORDER BY COUNT(*) DESC`` groups by what it selects.
 The repairs that read the question's words (the counted entity, length and calendar-month orderings,
@@ -75,7 +76,8 @@ def _squashed(name: str) -> str:
 def repair_table_spelling(tree: exp.Expression, schema: Schema) -> list[str]:
     """``constructor_results`` where the table is ``constructorResults``: a table name that is no table,
     but is exactly one table's name once case, underscores and spaces are ignored, is respelt. Told
-    "did you mean constructorResults?", the 1.5B model wrote the same plan again (pool dev question 440)."""
+    "did you mean constructorResults?", the 1.5B model wrote the same plan again (pool dev question 440).
+    Columns likewise (``first_name`` -> ``FirstName``, pool dev question 245), after the tables."""
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     by_squashed: dict[str, list[str]] = {}
     for name in schema.table_names:
@@ -89,6 +91,30 @@ def repair_table_spelling(tree: exp.Expression, schema: Schema) -> list[str]:
         if len(found) == 1:
             table.set("this", exp.to_identifier(found[0]))
             notes.append(f"table {name} -> {found[0]}")
+    return notes + _repair_column_spelling(tree, schema)
+
+
+def _repair_column_spelling(tree: exp.Expression, schema: Schema) -> list[str]:
+    """``first_name`` where the query's table has ``FirstName``: a column no table of its SELECT has, but
+    exactly one of them has once case and underscores are ignored (of the qualifier's table, when it is
+    qualified), is respelt; a made-up fact (``country`` on a table without one) is not a misspelling."""
+    notes: list[str] = []
+    for select in list(tree.find_all(exp.Select)):
+        sources = select_sources(select, schema)
+        if not sources:
+            continue
+        outputs = {e.alias.lower() for e in select.expressions if e.alias}
+        for col in _own_columns(select):
+            if not col.name or isinstance(col.this, exp.Star) or col.name.lower() in outputs:
+                continue
+            owners = [src for src in sources if not col.table or src.alias.lower() == col.table.lower()]
+            if not owners or any(src.table.column(col.name) is not None for src in sources):
+                continue
+            found = [(src, c) for src in owners for c in src.table.columns if _squashed(c.name) == _squashed(col.name)]
+            if len(found) == 1:
+                before = col.sql()
+                col.set("this", exp.to_identifier(found[0][1].name))
+                notes.append(f"{before} -> {col.sql()}")
     return notes
 
 
