@@ -912,6 +912,11 @@ def test_an_invented_column_becomes_a_fact_the_lm_judges_or_maps(superhero):
     assert p.sql == ("SELECT LM_MAP('the home planet of {superhero_name}', T1.superhero_name) AS home_planet, "
                      "COUNT(*) FROM superhero AS T1 GROUP BY LM_MAP('the home planet of {superhero_name}', "
                      "T1.superhero_name)")
+    # unqualified, GROUP BY reads the selected column's name
+    p = Plan(sql="SELECT home_planet, COUNT(*) FROM superhero GROUP BY home_planet", operators=[])
+    invented_fact_columns(p, superhero)
+    assert p.sql == ("SELECT LM_MAP('the home planet of {superhero_name}', superhero.superhero_name) AS home_planet, "
+                     "COUNT(*) FROM superhero GROUP BY home_planet")
     p = Plan(sql="SELECT superhero_name FROM superhero WHERE home_planet NOT IN ('Krypton', 'Mars')", operators=[])
     invented_fact_columns(p, superhero)
     assert p.sql.endswith("WHERE NOT LM_FILTER('the home planet of {superhero_name} is one of: Krypton, Mars', "

@@ -273,6 +273,8 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False,
             next((c for c in text if "name" in c.name.lower()), None) or next(iter(text), None)
         if subject is not None:
             todo.append((col, qualifier, table, subject))
+            if isinstance(col.parent, exp.Select):  # mapped under its own name: a later bare use reads it
+                named.add(name)
     # the question's own condition, when it is the one thing the query compares a made-up column with
     compared = [t for t in todo if _compared_constants(t[0])[0]]
     for col, qualifier, table, subject in todo:
@@ -283,7 +285,6 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False,
         node, call = _fact_call(col, fact, arg, claim)
         if isinstance(node.parent, exp.Select) and node is col:  # a selected column keeps its name
             call = exp.alias_(call, col.name)
-            named.add(col.name.lower())
         notes.append(f"{node.sql(dialect=db.dialect)} -> {call.sql(dialect=db.dialect)}")
         node.replace(call)
     if notes:
