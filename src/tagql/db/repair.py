@@ -34,7 +34,8 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    a column of the same table stores 'CA' (``short_state``) is rewritten to it; ``connected.atom_id =
    'TR006'`` where another table stores it is reported with where the data has it, and the error goes
    back to the LLM.
-8. **A table or column spelt another way** (:func:`repair_table_spelling`): ``constructor_results`` is
+8. **A table or column spelt another way** (:func:`repair_table_spelling`,
+   :func:`repair_column_spelling`): ``constructor_results`` is
    ``constructorResults`` (``first_name`` is ``FirstName``) when exactly one table (one column of the
    query's tables) has that name up to case and underscores.
 9. **A ranking by an aggregate without groups** (:func:`repair_missing_group_by`): ``SELECT name ...
@@ -76,8 +77,7 @@ def _squashed(name: str) -> str:
 def repair_table_spelling(tree: exp.Expression, schema: Schema) -> list[str]:
     """``constructor_results`` where the table is ``constructorResults``: a table name that is no table,
     but is exactly one table's name once case, underscores and spaces are ignored, is respelt. Told
-    "did you mean constructorResults?", the 1.5B model wrote the same plan again (pool dev question 440).
-    Columns likewise (``first_name`` -> ``FirstName``, pool dev question 245), after the tables."""
+    "did you mean constructorResults?", the 1.5B model wrote the same plan again (pool dev question 440)."""
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     by_squashed: dict[str, list[str]] = {}
     for name in schema.table_names:
@@ -91,13 +91,14 @@ def repair_table_spelling(tree: exp.Expression, schema: Schema) -> list[str]:
         if len(found) == 1:
             table.set("this", exp.to_identifier(found[0]))
             notes.append(f"table {name} -> {found[0]}")
-    return notes + _repair_column_spelling(tree, schema)
+    return notes
 
 
-def _repair_column_spelling(tree: exp.Expression, schema: Schema) -> list[str]:
-    """``first_name`` where the query's table has ``FirstName``: a column no table of its SELECT has, but
-    exactly one of them has once case and underscores are ignored (of the qualifier's table, when it is
-    qualified), is respelt; a made-up fact (``country`` on a table without one) is not a misspelling."""
+def repair_column_spelling(tree: exp.Expression, schema: Schema) -> list[str]:
+    """``first_name`` where the query's table has ``FirstName`` (pool dev question 245): a column no table
+    of its SELECT has, but exactly one of them has once case and underscores are ignored (of the
+    qualifier's table, when it is qualified), is respelt; a made-up fact (``country`` on a table without
+    one) is not a misspelling. Run after :func:`repair_table_spelling`, which makes the tables known."""
     notes: list[str] = []
     for select in list(tree.find_all(exp.Select)):
         sources = select_sources(select, schema)
@@ -673,7 +674,7 @@ def repair_self_joins(tree: exp.Expression, schema: Schema) -> list[str]:
         if len(crossed) < 2:
             continue
         for eq in _own_self_comparisons(select.args.get("where"), select):
-            owner = _source_named(eq.this.table, crossed)
+            owner = _owner(eq.this, crossed)
             if owner is None:
                 continue
             cond = _meant_join(eq.this, owner, [s for s in crossed if s is not owner], links)
@@ -692,10 +693,6 @@ def _own_self_comparisons(node: exp.Expression | None, select: exp.Select) -> li
             and eq.this == eq.expression and eq.find_ancestor(exp.Select) is select]
 
 
-def _source_named(alias: str, sources: list[_Source]) -> _Source | None:
-    return next((s for s in sources if s.alias.lower() == alias.lower()), None)
-
-
 def _link_condition(b: _Source, a: _Source, link: _Link) -> exp.Expression:
     """``b.<b_cols> = a.<a_cols>`` for a link seen from ``a``'s table to ``b``'s."""
     return exp.and_(*[exp.EQ(this=exp.column(bc, table=b.alias), expression=exp.column(ac, table=a.alias))
@@ -706,8 +703,8 @@ def _meant_join(column: exp.Column, joined: _Source, before: list[_Source],
                 links: dict[str, list[_Link]]) -> exp.Expression | None:
     """The join ``column = column`` meant (see :func:`repair_self_joins`), or None when it is not clear."""
     name = column.name.lower()
-    owner = _source_named(column.table, [joined, *before])
-    if owner is None or owner.table.column(column.name) is None:
+    owner = _owner(column, [joined, *before])
+    if owner is None:
         return None
     partners = before if owner is joined else [joined]
     keyed = [(p, link) for p in partners for link in links.get(owner.table.name.lower(), [])

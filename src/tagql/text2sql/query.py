@@ -19,6 +19,7 @@ import sqlglot
 from tagql.db.connection import Database, Result
 from tagql.db.repair import (
     misplaced_values,
+    repair_column_spelling,
     repair_columns,
     repair_conditional_counts,
     repair_missing_group_by,
@@ -143,6 +144,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     if repairs is not None:
         repairs += repair_literal_filters(tree)
         repairs += repair_table_spelling(tree, schema)
+        repairs += repair_column_spelling(tree, schema)
         repairs += repair_columns(tree, schema, question)
         repairs += repair_scalar_subqueries(tree)
         repairs += repair_conditional_counts(tree)
