@@ -5,8 +5,10 @@ one). Deterministic repairs of the SQL it wrote can be measured without the mode
 goes through `prepare_sql` again with the question (and, in the `evidence` condition, the evidence as
 its domain statement), once without the question-grounding repairs (text2sql/grounding.py) and once with
 them, and both results are compared with the gold rows (BIRD execution match, as in bench/ask.py).
-Records without SQL (every try failed) stay wrong; retries the model would make after a repair are
-not replayed, so this measures the repairs, not a new run.
+Records without SQL (every try failed) stay wrong unless `--failed` replays their last try's SQL (the
+recorded run keeps it in `attempts`); retries the model would make after a repair are not replayed, so
+this measures the repairs, not a new run. To isolate one repair, replay the same records with `--failed`
+at the commit before it (a git worktree) and after it, and compare the per-question rows.
 
 Splits: bench/ask/data/bird_ask_split.json (bench/ask/bird_split.py). Tune on train/dev; test is reported beside.
 
@@ -40,12 +42,21 @@ def rows_match(pred: list, gold: list) -> bool:
     return {tuple(r) for r in pred} == {tuple(r) for r in gold}
 
 
-def replay(record: dict, gold: dict, db, *, grounding: bool) -> bool:
-    if not record.get("sql"):
+def recorded_sql(record: dict, failed: bool = False) -> str:
+    """The query a record ran; with ``failed``, for a record whose every try failed, its last try's SQL."""
+    if record.get("sql"):
+        return record["sql"]
+    tries = record.get("attempts") or []
+    return tries[-1].get("sql") or "" if failed and tries else ""
+
+
+def replay(record: dict, gold: dict, db, *, grounding: bool, failed: bool = False) -> bool:
+    raw = recorded_sql(record, failed)
+    if not raw:
         return False
     statements = (gold.get("evidence") or "").strip() if record["condition"] == "evidence" else ""
     try:
-        sql = prepare_sql(record["sql"], db, repairs=[], question=record["question"], statements=statements,
+        sql = prepare_sql(raw, db, repairs=[], question=record["question"], statements=statements,
                           grounding=grounding)
         return rows_match(db.execute(sql).rows, db.execute(gold["SQL"], timeout_s=60, row_cap=1_000_000).rows)
     except TagqlError:
@@ -55,6 +66,9 @@ def replay(record: dict, gold: dict, db, *, grounding: bool) -> bool:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", required=True, help="a bench/ask.py output (JSON with 'records')")
+    ap.add_argument("--failed", action="store_true",
+                    help="also replay the last try of records whose every try failed (repairs that turn an error "
+                         "into an answer; compare two commits' runs to isolate one repair)")
     ap.add_argument("--out", default=str(common.result_path("ask", "replay")))
     args = ap.parse_args(argv)
     run = common.Run(__spec__, argv)
@@ -70,8 +84,8 @@ def main(argv: list[str] | None = None) -> None:
         g = gold[r["question_id"]]
         rows.append({"question_id": r["question_id"], "condition": r["condition"], "split": split[r["question_id"]],
                      "recorded": bool(r.get("correct")),
-                     "before": replay(r, g, dbs[name], grounding=False),
-                     "after": replay(r, g, dbs[name], grounding=True)})
+                     "before": replay(r, g, dbs[name], grounding=False, failed=args.failed),
+                     "after": replay(r, g, dbs[name], grounding=True, failed=args.failed)})
     summary = {}
     table = Table(title=f"BIRD EX, recorded SQL replayed ({Path(args.records).name})")
     for col in ("split", "condition", "n", "recorded", "replayed: before", "replayed: after", "gained", "lost"):
@@ -92,7 +106,8 @@ def main(argv: list[str] | None = None) -> None:
                           str(s["gained"]), str(s["lost"]))
     console = Console()
     console.print(table)
-    run.save(args.out, {"records": args.records, "summary": summary})
+    run.save(args.out, {"records": args.records, "failed": args.failed, "summary": summary,
+                        "rows": [x for x in rows if x["split"] != "test"]})  # test: the summary only
     console.print(f"wrote {args.out}")
 
 

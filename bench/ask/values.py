@@ -220,14 +220,20 @@ def summarise(args, console: Console, run: common.Run) -> None:
     console.print(f"wrote {args.out}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--literals", action="store_true", help="index size/build time and hint recall/precision (no model)")
+def chunked_run_parser(doc: str | None, out: str) -> argparse.ArgumentParser:
+    """The options of a resumable, chunked run over the fixed BIRD split (this bench, bench/ask/repeats.py)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--splits", default="dev", help="parts of the fixed split, e.g. dev or test or dev,test")
     ap.add_argument("--conditions", default="none,evidence")
     ap.add_argument("--chunk", type=int, default=60, help="(question, condition) pairs per invocation")
     ap.add_argument("--summarise", action="store_true", help="summarise the records asked so far and exit")
-    ap.add_argument("--out", default=str(common.result_path("ask", "values")))
+    ap.add_argument("--out", default=str(common.result_path("ask", out)))
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = chunked_run_parser(__doc__, "values")
+    ap.add_argument("--literals", action="store_true", help="index size/build time and hint recall/precision (no model)")
     args = ap.parse_args(argv)
     run = common.Run(__spec__, argv)
     console = Console(width=150)

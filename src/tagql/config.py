@@ -86,6 +86,13 @@ class AnswerSettings(BaseModel):
     max_answer_tokens: int = 160
     max_sql_tokens: int = 384
     sql_retries: int = 1
+    # a failed query that the model writes again word for word after the repair prompt: repeat_samples repairs
+    # sampled from that conversation at sql_candidate_temperature, run, the result most agree on kept (0, or a
+    # backend that cannot sample: one more greedy try from the first prompt with the error as a note); a TAG plan
+    # repeated so gets that greedy try (llm/repeats.py). Off: with the 1.5B model it won back no BIRD dev or
+    # test question, its samples repeat the query too (bench/ask/repeats.py, docs/text2sql.md)
+    fresh_retry_on_repeat: bool = False
+    repeat_samples: int = 4
     # the SQL prompt of a routed question (a collection, or one wide database): the routed tables plus up to
     # join_path_tables tables on the foreign-key paths between them, and in a table of more than
     # max_prompt_columns columns only its keys, the columns the question names and the first ones

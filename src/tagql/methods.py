@@ -385,7 +385,8 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
         planner = Planner(session.db, llm, engine, retries=session.settings.answer.sql_retries,
                           exemplars=session.settings.tag.plan_exemplars,
                           map_invented_columns=session.settings.tag.map_invented_columns,
-                          unplaced_columns_to_lm=session.settings.tag.unplaced_columns_to_lm)
+                          unplaced_columns_to_lm=session.settings.tag.unplaced_columns_to_lm,
+                          fresh_retry_on_repeat=session.settings.answer.fresh_retry_on_repeat)
         p: Plan | None = None
         try:
             p, plan_attempts = planner.make(question, statements)

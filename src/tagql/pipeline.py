@@ -59,6 +59,8 @@ class TagQL:
             candidates=self.settings.answer.sql_candidates,
             candidate_temperature=self.settings.answer.sql_candidate_temperature,
             candidate_policy=self.settings.answer.sql_candidate_policy,
+            fresh_retry_on_repeat=self.settings.answer.fresh_retry_on_repeat,
+            repeat_samples=self.settings.answer.repeat_samples,
         )
 
     @property

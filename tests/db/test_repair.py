@@ -363,3 +363,51 @@ def test_a_column_spelt_with_other_case_or_underscores_is_respelt(tmp_path):
     # a fact the table does not store is no misspelling: validation names it
     with pytest.raises(InvalidQuery, match="country"):
         prepare_sql("SELECT FirstName FROM Customer WHERE country = 'Portugal'", shop, repairs=[])
+
+
+def test_a_column_two_joins_away_is_reached_through_the_table_that_relates_the_rows(tox):
+    """Seen on BIRD dev (toxicology): ``bond_type`` on atom. Three two-hop paths lead to bond: up to molecule
+    and down again (every atom with every bond of its molecule), and through connected by ``atom_id`` or by
+    the second atom's ``atom_id2``; connected by ``atom_id`` is the one taken."""
+    sql, notes = repaired("SELECT COUNT(atom_id) FROM atom WHERE element = 'i' AND bond_type = '-'", tox)
+    assert notes == ["bond_type -> bond.bond_type (joined connected, bond)"]
+    assert "JOIN connected ON atom.atom_id = connected.atom_id JOIN bond ON connected.bond_id = bond.bond_id" in sql
+    gold = ("SELECT COUNT(a.atom_id) FROM atom a JOIN connected c ON a.atom_id = c.atom_id "
+            "JOIN bond b ON c.bond_id = b.bond_id WHERE a.element = 'i' AND b.bond_type = '-'")
+    assert tox.execute(sql).rows == tox.execute(gold).rows
+    # before the rule, the three paths tied and the query went back to the model, which wrote it again
+    tree = sqlglot.parse_one("SELECT element FROM atom WHERE bond_type = '#'", read="sqlite")
+    assert repair_columns(tree, tox.schema) == ["bond_type -> bond.bond_type (joined connected, bond)"]
+    assert "molecule" not in tree.sql(dialect="sqlite")
+
+
+def test_a_join_key_the_joined_table_lacks_goes_through_the_one_table_that_bridges(tox):
+    """Seen on BIRD dev (toxicology): ``atom JOIN bond ON atom_id``: bond has no atom_id; connected has it and
+    a foreign key to bond, so it is joined between them and the query keeps its own order of tables."""
+    sql, notes = repaired("SELECT T1.molecule_id FROM atom AS T1 INNER JOIN bond AS T2 ON T1.atom_id = T2.atom_id "
+                          "WHERE T2.bond_type = '='", tox)
+    assert notes == ["T2.atom_id -> T3.atom_id (joined connected between atom and bond)"]
+    assert sql == ("SELECT T1.molecule_id FROM atom AS T1 JOIN connected AS T3 ON T1.atom_id = T3.atom_id "
+                   "INNER JOIN bond AS T2 ON T3.bond_id = T2.bond_id WHERE T2.bond_type = '='")
+    assert len(tox.execute(sql).rows) > 0
+
+
+def test_a_join_key_with_several_bridges_is_left_to_the_model(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "f1.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE drivers (driverId INTEGER PRIMARY KEY, surname TEXT);
+        CREATE TABLE races (raceId INTEGER PRIMARY KEY, name TEXT);
+        CREATE TABLE results (resultId INTEGER PRIMARY KEY, raceId INTEGER REFERENCES races(raceId),
+                              driverId INTEGER REFERENCES drivers(driverId));
+        CREATE TABLE qualifying (qualifyId INTEGER PRIMARY KEY, raceId INTEGER REFERENCES races(raceId),
+                                 driverId INTEGER REFERENCES drivers(driverId));
+    """)
+    con.close()
+    db = open_database(path)
+    # results and qualifying both hold driverId and a key to races: which one was meant, the model says
+    with pytest.raises(InvalidQuery, match="cannot be joined on driverId"):
+        prepare_sql("SELECT T1.surname FROM drivers AS T1 JOIN races AS T2 ON T1.driverId = T2.driverId", db,
+                    repairs=[])

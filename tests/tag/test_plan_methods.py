@@ -1016,3 +1016,36 @@ def test_a_column_validation_cannot_join_becomes_a_fact_instead_of_a_second_iden
         with pytest.raises(PlanError, match="column 'colour' does not exist") as err:
             Planner(superhero, llm, SemEngine(llm), unplaced_columns_to_lm=on).make("Which heroes are red?")
         assert err.value.missing_column == ("colour" if needs_lm == "yes" else None)
+
+
+def test_a_failed_plan_repeated_word_for_word_is_asked_once_more_from_the_first_prompt(shared_data):
+    """Seen on the pool's dev split: told its table does not exist, the 1.5B model wrote the same plan again;
+    the next try starts from the first prompt with the error as a note, not its own reply."""
+    db = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    wrong = json.dumps({"sql": "SELECT COUNT(*) FROM members_list", "operators": []})
+    right = json.dumps({"sql": "SELECT COUNT(*) FROM member", "operators": []})
+    llm = ScriptedLLM(["no", wrong, " " + wrong, right])
+    plan, attempts = Planner(db, llm, SemEngine(llm), exemplars=0, retries=1,
+                             fresh_retry_on_repeat=True).make("How many members are there?")
+    assert plan.sql == "SELECT COUNT(*) FROM member"
+    assert [a.get("repeated", False) for a in attempts if "error" in a and a["error"]] == [False, True]
+    retry = llm.prompts[-1]
+    assert len(retry) == len(llm.prompts[1])  # the first prompt again, without the repeated reply
+    assert "Note: an earlier plan for this question was invalid: " in retry[-1].content
+    assert "members_list" in retry[-1].content  # the error names what was wrong
+
+
+@pytest.mark.parametrize("fresh, calls", [(True, 4), (False, 3)])
+def test_the_extra_try_comes_once_and_only_on_a_repeat(shared_data, fresh, calls):
+    db = open_database(shared_data / "bird" / "dev_databases" / "student_club" / "student_club.sqlite")
+    wrong = json.dumps({"sql": "SELECT COUNT(*) FROM members_list", "operators": []})
+    llm = ScriptedLLM(["no", wrong, wrong, wrong, wrong, wrong])
+    planner = Planner(db, llm, SemEngine(llm), exemplars=0, retries=1, fresh_retry_on_repeat=fresh)
+    with pytest.raises(PlanError):
+        planner.make("How many members are there?")
+    assert len(llm.prompts) == calls  # yes/no + first try + retry (+ the one fresh try)
+    other = json.dumps({"sql": "SELECT COUNT(*) FROM member_list", "operators": []})
+    llm = ScriptedLLM(["no", wrong, other, wrong])
+    with pytest.raises(PlanError):
+        Planner(db, llm, SemEngine(llm), exemplars=0, retries=1, fresh_retry_on_repeat=fresh).make("How many members?")
+    assert len(llm.prompts) == 3  # a different failed plan is not a repeat: no extra try

@@ -28,6 +28,13 @@ def session(db_file: Path, replies: list[str], **kw) -> TagQL:
     return TagQL(open_database(db_file), ScriptedLLM(replies), settings=load_settings(), **kw)
 
 
+def on_repeat() -> object:
+    """Settings with the extra try after a repeated failed query (off by default)."""
+    st = load_settings()
+    st.answer.fresh_retry_on_repeat = True
+    return st
+
+
 @pytest.mark.parametrize(
     ("reply", "sql"),
     [
@@ -145,6 +152,62 @@ def test_fallback_can_be_turned_off_and_needs_statements(db_file: Path) -> None:
     tq = session(db_file, ["SELECT eye_colour FROM colour", "SELECT eye_colour FROM colour", "SELECT 1"])
     with pytest.raises(InvalidQuery, match="eye_colour"):
         tq.ask("How many colours are there?")
+    assert len(tq.llm.prompts) == 2
+
+
+def test_a_query_repeated_word_for_word_is_asked_once_more_from_the_first_prompt(db_file: Path) -> None:
+    """Shown its failed SQL and the error, the 1.5B model mostly writes it again (135 of 149 failed BIRD
+    questions): the extra try starts from the first prompt with the error as a note, not its own reply."""
+    wrong = "SELECT COUNT(*) FROM heroes"
+    llm = ScriptedLLM([wrong, wrong + "\n", "SELECT COUNT(*) FROM superhero", "There are 750."])
+    tq = TagQL(open_database(db_file), llm, settings=on_repeat())
+    answer = tq.ask("How many heroes are there?")
+    assert answer.values == [750]
+    fresh = tq.llm.prompts[2]
+    assert len(fresh) == 2 and fresh[0].content == tq.llm.prompts[0][0].content  # system + question, no reply
+    assert "-- Note: a query written earlier for this question failed: unknown table 'heroes'" in fresh[1].content
+    assert fresh[1].content.index("-- Note:") < fresh[1].content.index("Query: How many heroes are there?")
+    assert [a.error is None for a in answer.attempts] == [False, False, True]
+
+
+def test_a_repeat_with_a_sampling_backend_samples_repairs_and_keeps_the_majority(db_file: Path) -> None:
+    wrong = "SELECT COUNT(*) FROM heroes"
+    drawn: list[tuple[list, int]] = []
+
+    def samples(messages, n):
+        drawn.append((messages, n))
+        return [wrong, "SELECT COUNT(*) FROM superhero", "SELECT COUNT(id) FROM superhero", "SELECT 7"]
+
+    llm = ScriptedLLM([wrong, wrong, "There are 750."], samples=samples)
+    tq = TagQL(open_database(db_file), llm, settings=on_repeat())
+    answer = tq.ask("How many heroes are there?")
+    assert answer.values == [750]  # two of the three that ran agree on 750; 7 stands alone
+    messages, n = drawn[0]
+    assert n == 4
+    assert [m.role for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]  # the repairs so far
+    assert "unknown table 'heroes'" in messages[-1].content
+    assert [a.error is None for a in answer.attempts] == [False, False, False, True]
+    assert any("2 of 4 repairs sampled" in n for n in answer.notes)
+
+
+def test_sampled_repairs_that_all_fail_keep_the_error(db_file: Path) -> None:
+    wrong = "SELECT COUNT(*) FROM heroes"
+    llm = ScriptedLLM([wrong, wrong], samples=lambda messages, n: ["SELECT nope FROM superhero"] * n)
+    tq = TagQL(open_database(db_file), llm, settings=on_repeat())
+    with pytest.raises(InvalidQuery, match="heroes"):
+        tq.ask("How many heroes are there?")
+    assert len(llm.prompts) == 3  # first try, repair, one sampling call
+
+
+def test_the_extra_try_comes_once_and_is_off_by_default(db_file: Path) -> None:
+    wrong = "SELECT COUNT(*) FROM heroes"
+    tq = TagQL(open_database(db_file), ScriptedLLM([wrong] * 5), settings=on_repeat())
+    with pytest.raises(InvalidQuery, match="heroes"):
+        tq.ask("How many heroes are there?")
+    assert len(tq.llm.prompts) == 3  # first try, repair, the one fresh try
+    tq = session(db_file, [wrong] * 5)
+    with pytest.raises(InvalidQuery, match="heroes"):
+        tq.ask("How many heroes are there?")
     assert len(tq.llm.prompts) == 2
 
 

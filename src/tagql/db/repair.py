@@ -180,7 +180,13 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
         if len(having) == 1:
             if qualifier and equated_namesake(col) == having[0].alias.lower():
                 # T1.k = T2.k where T2 lacks k: re-qualified, it would read T1.k = T1.k (always true) and the
-                # model would be told of a condition it never wrote; validation names the missing key instead
+                # model would be told of a condition it never wrote; the one table that has k and a foreign
+                # key to T2 is joined between them, else validation names the missing key
+                bridged = _bridge(select, sources, col, by_alias[qualifier.lower()], having[0], schema)
+                if bridged is not None:
+                    by_alias[bridged.alias.lower()] = bridged
+                    notes.append(f"{wrong} -> {bridged.alias}.{name} (joined {bridged.table.name} between "
+                                 f"{having[0].table.name} and {by_alias[qualifier.lower()].table.name})")
                 continue
             if qualifier:  # an unqualified column that one table has is not an error
                 col.set("table", exp.to_identifier(having[0].alias))
@@ -214,12 +220,14 @@ def _outer_has(select: exp.Select, schema: Schema, column: str, qualifier: str |
 
 @dataclass(frozen=True)
 class _Link:
-    """One foreign key, seen from ``a`` to ``b`` (``a_cols`` = ``b_cols``)."""
+    """One foreign key, seen from ``a`` to ``b`` (``a_cols`` = ``b_cols``); ``up`` when ``a`` holds the key
+    (many rows of ``a`` to one of ``b``)."""
 
     a: str
     a_cols: tuple[str, ...]
     b: str
     b_cols: tuple[str, ...]
+    up: bool = True
 
 
 def _links(schema: Schema) -> dict[str, list[_Link]]:
@@ -232,7 +240,7 @@ def _links(schema: Schema) -> dict[str, list[_Link]]:
                 continue
             fwd = _Link(t.name, tuple(fk.columns), ref.name, tuple(fk.ref_columns))
             out.setdefault(t.name.lower(), []).append(fwd)
-            out.setdefault(ref.name.lower(), []).append(_Link(ref.name, fwd.b_cols, t.name, fwd.a_cols))
+            out.setdefault(ref.name.lower(), []).append(_Link(ref.name, fwd.b_cols, t.name, fwd.a_cols, up=False))
     return out
 
 
@@ -281,12 +289,19 @@ def _join_owner(
     if len(reach) != 1:
         return None
     paths = reach[0][1]
+    if len(paths) > 1:  # up to a shared parent and down to another of its children pairs rows that merely
+        # share the parent (atom -> molecule -> bond: every atom with every bond of its molecule, the "chasm
+        # trap"); a table that references both (connected) relates them row to row
+        paths = [p for p in paths if not _through_a_parent(p)] or paths
     if len(paths) > 1 and hint:
         asked = _words(hint)
         scored = [(len(asked & _words(" ".join(c for link in p for c in link.a_cols + link.b_cols))), p)
                   for p in paths]
         best = max(n for n, _ in scored)
         paths = [p for n, p in scored if n == best] if best else paths
+    if len(paths) > 1:  # the key named like the column it references (atom_id, not the second atom's atom_id2)
+        plain = [p for p in paths if all(_lower(link.a_cols) == _lower(link.b_cols) for link in p)]
+        paths = plain if len(plain) == 1 else paths
     if len(paths) != 1:
         return None
     alias_of = {s.table.name.lower(): s.alias for s in sources}
@@ -306,6 +321,57 @@ def _join_owner(
         sources.append(added)
         alias_of[link.b.lower()] = alias
     return added
+
+
+def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking: _Source, other: _Source,
+            schema: Schema) -> _Source | None:
+    """``other.k = lacking.k`` in the ON of ``lacking``'s join, where ``lacking`` has no ``k``: the one table
+    that has ``k`` and exactly one foreign key to or from ``lacking`` is joined just before it
+    (``atom JOIN bond ON atom.atom_id = bond.atom_id`` -> ``atom JOIN connected ON atom.atom_id =
+    connected.atom_id JOIN bond ON connected.bond_id = bond.bond_id``). None when there is no such join, or
+    no single such table."""
+    joins = select.args.get("joins") or []
+    mine = [j for j in joins if j.this.alias_or_name.lower() == lacking.alias.lower()]
+    eq = col.parent
+    if len(mine) != 1 or not isinstance(eq, exp.EQ) or eq.find_ancestor(exp.Join) is not mine[0]:
+        return None
+    if sources.index(other) > sources.index(lacking):
+        return None  # the key's owner is joined after the table lacking it: its ON cannot reach it yet
+    name = col.name
+    links = _links(schema)
+    used = {s.table.name.lower() for s in sources}
+    candidates = []
+    for link in links.get(lacking.table.name.lower(), []):
+        bridge = schema.table(link.b)
+        if bridge is None or bridge.name.lower() in used or bridge.column(name) is None:
+            continue
+        candidates.append((bridge, link))
+    if len({b.name.lower() for b, _ in candidates}) != 1 or len(candidates) != 1:
+        return None
+    bridge, link = candidates[0]
+    alias = _new_alias(sources, bridge.name)
+    col.set("table", exp.to_identifier(alias))
+    on = exp.and_(*[exp.EQ(this=exp.column(b, table=alias), expression=exp.column(a, table=lacking.alias))
+                    for a, b in zip(link.a_cols, link.b_cols, strict=True)])
+    node = exp.Table(this=exp.to_identifier(bridge.name))
+    if alias != bridge.name:
+        node.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+    # the bridge takes the old ON (now reaching it); the table lacking the key joins the bridge by its link
+    old_on = mine[0].args.get("on")
+    mine[0].set("on", on)
+    joins.insert(joins.index(mine[0]), exp.Join(this=node, on=old_on))
+    added = _Source(alias, bridge)
+    sources.insert(sources.index(lacking), added)
+    return added
+
+
+def _through_a_parent(path: list[_Link]) -> bool:
+    """Whether ``path`` goes up a foreign key and straight down another one (siblings joined by their parent)."""
+    return any(a.up and not b.up for a, b in zip(path, path[1:]))
+
+
+def _lower(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(n.lower() for n in names)
 
 
 def _new_alias(sources: list[_Source], table: str) -> str:

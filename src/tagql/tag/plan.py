@@ -31,6 +31,7 @@ from tagql.db.safety import fix_sqlite_double_quoted_strings
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, TagqlError, UnsafeQuery
 from tagql.knowledge import ScoredStatement
 from tagql.llm.base import LLM, Message, system, user
+from tagql.llm.repeats import RepeatWatch
 from tagql.tag import tag_prompts as prompts
 from tagql.tag.exemplars import Exemplar, exemplar_index
 from tagql.tag.operators import (
@@ -699,8 +700,10 @@ class Planner:
     """Asks the LM for a plan (JSON-constrained), validates it, retries once with the error."""
 
     def __init__(self, db: Database, llm: LLM, engine: SemEngine, *, retries: int = 1, max_tokens: int = 400,
-                 exemplars: int = 2, map_invented_columns: bool = False, unplaced_columns_to_lm: bool = True):
+                 exemplars: int = 2, map_invented_columns: bool = False, unplaced_columns_to_lm: bool = True,
+                 fresh_retry_on_repeat: bool = False):
         self.db = db
+        self.fresh_retry_on_repeat = fresh_retry_on_repeat  # one more try, from the first prompt, on a repeat
         self.map_invented_columns = map_invented_columns  # invented_fact_columns on hybrid plans
         self.unplaced_columns_to_lm = unplaced_columns_to_lm  # ... and, after validation, on columns it cannot join
         self.exemplars = exemplars  # solved plans of similar questions shown before the question (0: none)
@@ -739,7 +742,11 @@ class Planner:
         last: TagqlError | None = None
         empty: Plan | None = None  # a valid plan whose SQL finds nothing: kept in case the repair fails
         first = messages
-        for _ in range(self.retries + 1):
+        repeats = RepeatWatch(self.fresh_retry_on_repeat)
+        tries = self.retries + 1
+        n = 0
+        while n < tries:
+            n += 1
             cut_off = False
             reply = self.llm.complete(messages, max_tokens=self.max_tokens, json_schema=PLAN_SCHEMA)
             try:
@@ -775,7 +782,14 @@ class Planner:
             except (LLMOutputError, PlanError) as exc:
                 attempts.append({"plan": reply.text.strip()[:2000], "error": exc.one_line()})
                 last = exc
-                if cut_off:  # shown its own looping reply, the 1.5B model wrote it again word for word
+                if repeats.failed(reply.text):
+                    # the same failed plan word for word, after being told what was wrong: the next try is
+                    # asked from the first prompt with only the error as a note (:mod:`tagql.llm.repeats`); a
+                    # repeat on the last try earns this one more try
+                    attempts[-1]["repeated"] = True
+                    tries += n == tries
+                    messages = first[:-1] + [user(prompts.plan_retry_note_prompt(first[-1].content, exc.one_line()))]
+                elif cut_off:  # shown its own looping reply, the 1.5B model wrote it again word for word
                     messages = first[:-1] + [user(prompts.plan_note_prompt(first[-1].content,
                                                                            exc.hint.replace("it lists", "lists", 1)))]
                 else:

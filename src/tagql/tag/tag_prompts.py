@@ -67,6 +67,11 @@ def plan_note_prompt(prompt: str, hint: str) -> str:
     return TEMPLATES.render("plan_note", prompt=prompt, hint=hint)
 
 
+def plan_retry_note_prompt(prompt: str, error: str) -> str:
+    """The first plan prompt again with the error of a plan the model repeated word for word."""
+    return TEMPLATES.render("plan_retry_note", prompt=prompt, error=error)
+
+
 LIST_ANSWER: str = TEMPLATES["list_answer"]
 CHOICE_ANSWER: str = TEMPLATES["choice_answer"]
 AGG_ANSWER: str = TEMPLATES["agg_answer"]

@@ -39,6 +39,7 @@ StatementStyle = Literal["external", "paper"]
 def sql_user_prompt(
     question: str, statements: list[ScoredStatement], *, style: StatementStyle = "external", dialect: str = "sqlite",
     examples: Sequence[Example] = (), history: Sequence[Turn] = (), values: Sequence[ValueMatch] = (),
+    note: str = "",
 ) -> str:
     """The question, preceded by its domain statements (each rendered "'text' refers to sql").
 
@@ -52,7 +53,8 @@ def sql_user_prompt(
     ``history`` (the conversation's earlier turns, oldest first) comes right before the question with
     the instruction to resolve a follow-up against the last SQL. ``values`` (stored values the question
     names, :func:`tagql.text2sql.values.match_values`) come right before the question as one line of
-    ``table.column = 'value'``. Without any of them, the prompt is the plain one, byte for byte (its cached
+    ``table.column = 'value'``; ``note`` (the error of a query the model repeated word for word) comes right
+    before the question too. Without any of them, the prompt is the plain one, byte for byte (its cached
     prefix and every measured figure stay valid)."""
     parts = []
     if examples:
@@ -71,6 +73,8 @@ def sql_user_prompt(
         parts.append(TEMPLATES.render("external_instruction", dialect=dialect_name(dialect)))
     if values:
         parts.append(TEMPLATES.render("value_hints", values=render_values(values)))
+    if note:
+        parts.append(TEMPLATES.render("retry_note", error=_one_line(note)))
     parts.append(TEMPLATES.render("question", question=question))
     if statements and style == "paper":
         listed = "\n".join(f"- {s.render()}" for s in statements)

@@ -34,6 +34,7 @@ from tagql.db.schema import Schema
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery
 from tagql.knowledge import ScoredStatement
 from tagql.llm.base import LLM, Message, system, user
+from tagql.llm.repeats import RepeatWatch
 from tagql.text2sql import prompts
 from tagql.text2sql.candidates import Candidate, Policy, choose
 from tagql.text2sql.context import Example, Turn, follow_up_text
@@ -100,6 +101,7 @@ def _first_statement(sql: str) -> str:
 class Attempt:
     sql: str
     error: str | None = None
+    repeated: bool = False  # the same failed SQL as an earlier try, word for word (tagql.llm.repeats)
 
 
 @dataclass
@@ -215,8 +217,13 @@ class QuerySynthesizer:
         self, db: Database, llm: LLM, *, max_tokens: int = 384, retries: int = 1, prompt_schema: Schema | None = None,
         statement_style: prompts.StatementStyle = "external", fallback_without_statements: bool = True,
         candidates: int = 1, candidate_temperature: float = 0.7, candidate_policy: Policy = "majority",
+        fresh_retry_on_repeat: bool = False, repeat_samples: int = 4,
     ) -> None:
         self.db = db
+        # a failed query repeated word for word: repeat_samples repairs sampled at candidate_temperature (or,
+        # with 0 or a backend that cannot sample, one more greedy try from the first prompt, the error as a note)
+        self.fresh_retry_on_repeat = fresh_retry_on_repeat
+        self.repeat_samples = repeat_samples
         # execution-guided choice (text2sql/candidates.py): the greedy query plus candidates - 1 sampled ones,
         # all run, the result most of them agree on wins; 1 = the greedy query alone
         self.candidates = candidates
@@ -260,17 +267,23 @@ class QuerySynthesizer:
         """One prompt, then up to ``retries`` repairs with the error message; appends to ``attempts``
         and adds the LLM and execution seconds to ``clock``."""
         examples, history, values = context
-        messages = [
-            self.system_message(),
-            user(prompts.sql_user_prompt(question, statements, style=self.statement_style, dialect=self.db.dialect,
-                                         examples=examples, history=history, values=values)),
-        ]
+
+        def prompt(note: str = "") -> list[Message]:
+            return [self.system_message(),
+                    user(prompts.sql_user_prompt(question, statements, style=self.statement_style,
+                                                 dialect=self.db.dialect, examples=examples, history=history,
+                                                 values=values, note=note))]
+
+        messages = prompt()
         # the repairs that read the question read the whole conversation (a follow-up leaves out what it keeps)
         asked = follow_up_text(question, history) if history else question
         first = messages
         last_error: TagqlError | None = None
         outcome: QueryOutcome | None = None
-        for _ in range(retries + 1):
+        repeats = RepeatWatch(self.fresh_retry_on_repeat)
+        tries, n = retries + 1, 0
+        while n < tries:
+            n += 1
             t0 = time.perf_counter()
             reply = self.llm.complete(messages, max_tokens=self.max_tokens)
             clock[0] += time.perf_counter() - t0
@@ -282,10 +295,23 @@ class QuerySynthesizer:
             except (LLMOutputError, InvalidQuery, UnsafeQuery, QueryFailed) as exc:
                 attempts.append(Attempt(raw_sql, exc.one_line()))
                 last_error = exc
-                messages = messages + [
+                repair = messages + [
                     Message("assistant", reply.text.strip() or "(empty)"),
                     user(prompts.repair_prompt(exc.one_line(), self.db.dialect)),
                 ]
+                if repeats.failed(raw_sql):
+                    # written again word for word after the repair prompt (tagql.llm.repeats): greedy decoding
+                    # would keep doing so, so repairs are sampled from the same conversation and the result most
+                    # of them agree on is kept; a backend that cannot sample is asked once more, greedily, from
+                    # the first prompt with the error as a note
+                    attempts[-1].repeated = True
+                    if self.repeat_samples and self.llm.supports_samples:
+                        outcome = self._sampled_repair(repair, asked, statements, attempts, clock)
+                        break
+                    tries += n == tries
+                    messages = prompt(exc.one_line())
+                    continue
+                messages = repair
                 continue
             attempts.append(Attempt(sql))
             outcome = QueryOutcome(sql, result, attempts, clock[0], clock[1])
@@ -313,19 +339,16 @@ class QuerySynthesizer:
         result.notes[:0] = [f"SQL repaired: {r}" for r in repairs]
         return sql, result
 
-    def _choose_among_candidates(self, messages: list[Message], greedy: QueryOutcome | None, asked: str,
-                                 statements: list[ScoredStatement], attempts: list[Attempt],
-                                 clock: list[float]) -> QueryOutcome | None:
-        """Sample ``candidates - 1`` more queries from the first prompt, run each once (identical SQL runs
-        once), and keep the result most candidates agree on (``candidate_policy``); the greedy outcome
-        (None when every try failed) is one candidate."""
+    def _sampled(self, messages: list[Message], n: int, asked: str, statements: list[ScoredStatement],
+                 clock: list[float], ran: dict[str, Candidate] | None = None) -> list[Candidate]:
+        """``n`` queries sampled from ``messages`` at ``candidate_temperature``, each checked and run once
+        (identical SQL runs once: ``ran`` holds the queries already run)."""
         t0 = time.perf_counter()
-        replies = self.llm.sample(messages, n=self.candidates - 1, max_tokens=self.max_tokens,  # type: ignore[attr-defined]
+        replies = self.llm.sample(messages, n=n, max_tokens=self.max_tokens,  # type: ignore[attr-defined]
                                   temperature=self.candidate_temperature)
         clock[0] += time.perf_counter() - t0
-        pool = [Candidate(greedy.sql, greedy.result, greedy=True) if greedy is not None
-                else Candidate(attempts[-1].sql, error=attempts[-1].error, greedy=True)]
-        ran: dict[str, Candidate] = {pool[0].sql: pool[0]}
+        ran = {} if ran is None else ran
+        pool: list[Candidate] = []
         for reply in replies:
             text = reply.text.strip()
             try:
@@ -344,6 +367,36 @@ class QuerySynthesizer:
                 candidate = Candidate(sql, error=exc.one_line())
             ran[sql] = candidate
             pool.append(candidate)
+        return pool
+
+    def _sampled_repair(self, messages: list[Message], asked: str, statements: list[ScoredStatement],
+                        attempts: list[Attempt], clock: list[float]) -> QueryOutcome | None:
+        """After a repeated failure: ``repeat_samples`` repairs sampled from the repair conversation, run; the
+        result most of those that ran agree on (None when none ran). Each sample is an attempt."""
+        pool = self._sampled(messages, self.repeat_samples, asked, statements, clock)
+        for c in pool:
+            if not c.ran:
+                attempts.append(Attempt(c.sql, c.error))
+        picked = choose(pool, "majority")
+        if picked is None:
+            return None
+        index, votes = picked
+        chosen = pool[index]
+        assert chosen.result is not None
+        attempts.append(Attempt(chosen.sql))
+        chosen.result.notes.append(f"the model repeated a failed query; {votes} of {len(pool)} repairs sampled "
+                                   "after it returned this result")
+        return QueryOutcome(chosen.sql, chosen.result, attempts, clock[0], clock[1])
+
+    def _choose_among_candidates(self, messages: list[Message], greedy: QueryOutcome | None, asked: str,
+                                 statements: list[ScoredStatement], attempts: list[Attempt],
+                                 clock: list[float]) -> QueryOutcome | None:
+        """Sample ``candidates - 1`` more queries from the first prompt, run each once (identical SQL runs
+        once), and keep the result most candidates agree on (``candidate_policy``); the greedy outcome
+        (None when every try failed) is one candidate."""
+        pool = [Candidate(greedy.sql, greedy.result, greedy=True) if greedy is not None
+                else Candidate(attempts[-1].sql, error=attempts[-1].error, greedy=True)]
+        pool += self._sampled(messages, self.candidates - 1, asked, statements, clock, {pool[0].sql: pool[0]})
         picked = choose(pool, self.candidate_policy)
         if picked is None:
             return None
