@@ -47,3 +47,14 @@ def test_events_in_march_2020_are_not_filtered_by_type(club) -> None:
     names = {v for row in answer.rows for v in row if isinstance(v, str)}
     assert MARCH_2020 <= names and len(answer.rows) == 7, answer.sql
     said_rows(answer)
+
+
+def test_a_column_two_joins_away_is_joined_through_the_table_that_relates_the_rows(shared_data: Path) -> None:
+    """BIRD dev 253 (toxicology): the model asks ``atom`` for ``bond_type``; of the three two-hop paths to
+    ``bond`` the repair takes ``connected`` (not up to the molecule and down), so the query runs and lists the
+    elements of the triple bonds instead of going back to the model, which wrote it again word for word."""
+    tox = tagql.connect(shared_data / "bird" / "dev_databases" / "toxicology" / "toxicology.sqlite",
+                        llm="local", knowledge=None)
+    answer = tox.ask("List the elements of all the triple bonds.")
+    assert {row[0] for row in answer.rows} == {"c", "n", "p", "y"}, answer.sql  # = the gold query's
+    assert "molecule" not in answer.sql.lower(), answer.sql
