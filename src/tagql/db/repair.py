@@ -346,7 +346,7 @@ def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking
         if bridge is None or bridge.name.lower() in used or bridge.column(name) is None:
             continue
         candidates.append((bridge, link))
-    if len({b.name.lower() for b, _ in candidates}) != 1 or len(candidates) != 1:
+    if len(candidates) != 1:
         return None
     bridge, link = candidates[0]
     alias = _new_alias(sources, bridge.name)
