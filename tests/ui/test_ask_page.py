@@ -38,9 +38,7 @@ def test_ask_see_sql_rows_chart_csv(server: Server, open_page: Any) -> None:
     w = open_page(server.url)
     page = w.page
     page.get_by_label("Database").locator("option[value=superhero]").wait_for(state="attached")
-    paint = first_paint_ms(page)
-    assert 0 < paint <= 500, f"first paint {paint:.0f} ms"
-    print(f"first paint {paint:.0f} ms")
+    assert first_paint_ms(page) > 0  # it painted; how fast is bench/service/first_paint.py's question
     turn = ask(page, "How many heroes does each publisher have?")
     assert turn.get_by_label("SQL").input_value() == PER_PUBLISHER
     stages = turn.locator(".stages li").all_text_contents()
