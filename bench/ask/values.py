@@ -16,6 +16,7 @@ Two parts:
     python -m bench.ask.values --literals --splits train,dev,test
     flock /work/wt/llm.lock python -m bench.ask.values --splits dev --chunk 60     # repeat until done
     python -m bench.ask.values --splits dev --summarise
+    flock /work/wt/llm.lock python -m bench.ask.values --splits train --arms with --out bench/results/ask/values_train.json
 
 EX is BIRD's execution match (row sets equal, as bench/ask/bird.py); latency is the SQL stage's seconds
 (LLM + execution, answer generation is not run) per question. Prints a table and writes JSON.
@@ -131,8 +132,9 @@ def ask_chunk(args, console: Console) -> int:
     done = common.read_partial(partial, lambda r: (r["question_id"], r["condition"], r["arm"]))
     conditions = args.conditions.split(",")
     splits = args.splits.split(",")
+    last = args.arms.split(",")[-1]
     todo = [(q, c) for q in chosen_questions(splits) for c in conditions
-            if (q["question_id"], c, "with") not in done]
+            if (q["question_id"], c, last) not in done]
     # a split at a time (dev before test), each in a fixed shuffled order: a stopped run is a seeded subset
     todo.sort(key=lambda qc: (splits.index(qc[0]["split"]), random.Random(f"36/{qc[0]['question_id']}").random()))
     if not todo:
@@ -161,8 +163,8 @@ def ask_chunk(args, console: Console) -> int:
             base = {"question_id": q["question_id"], "db": name, "split": q["split"], "condition": cond,
                     "question": q["question"], "hints": [m.render() for m in values], "lookup_ms": lookup_ms}
             rec_without = None
-            for arm in ARMS:
-                if arm == "with" and not values:
+            for arm in args.arms.split(","):
+                if arm == "with" and not values and rec_without is not None:
                     rec = dict(rec_without, arm="with", same_prompt=True)
                 else:
                     rec = dict(base, arm=arm)
@@ -195,9 +197,13 @@ def summarise(args, console: Console, run: common.Run) -> None:
             by = {arm: {r["question_id"]: r for r in records
                         if r["split"] == split and r["condition"] == cond and r["arm"] == arm} for arm in ARMS}
             ids = sorted(set(by["without"]) & set(by["with"]))
+            if not ids and by["with"]:  # a `--arms with` run: the default configuration alone
+                ids = sorted(by["with"])
+                by["without"] = {i: {"correct": False, "hints": [], "seconds": None, "missing": True} for i in ids}
             if not ids:
                 continue
             w, h = [by["without"][i] for i in ids], [by["with"][i] for i in ids]
+            alone = all(r.get("missing") for r in w)
             s = {"n": len(ids), "with_hints": sum(bool(r["hints"]) for r in h),
                  "ex_without": round(sum(r["correct"] for r in w) / len(ids), 3),
                  "ex_with": round(sum(r["correct"] for r in h) / len(ids), 3),
@@ -207,12 +213,17 @@ def summarise(args, console: Console, run: common.Run) -> None:
                  "p50_s_without": pct([r["seconds"] for r in w if r.get("seconds") is not None], 0.5),
                  "p50_s_with": pct([r["seconds"] for r in h if r.get("seconds") is not None], 0.5),
                  "lookup_ms_p50": pct([r["lookup_ms"] for r in h], 0.5)}
+            if alone:
+                s = {k: v for k, v in s.items() if "without" not in k and k not in ("gained", "lost")}
             if split != "test":  # never list test questions
-                s["changed_ids"] = [i for i, a, b in zip(ids, w, h) if a["correct"] != b["correct"]]
+                s["changed_ids"] = [] if alone else [i for i, a, b in zip(ids, w, h) if a["correct"] != b["correct"]]
             summary[f"{split}/{cond}"] = s
-            table.add_row(split, cond, str(s["n"]), str(s["with_hints"]), f"{s['ex_without']:.3f}",
-                          f"{s['ex_with']:.3f}", str(s["gained"]), str(s["lost"]), str(s["errors_without"]),
-                          str(s["errors_with"]), f"{s['p50_s_without']:.2f}", f"{s['p50_s_with']:.2f}",
+            def cell(key: str, fmt: str = "{}") -> str:
+                return fmt.format(s[key]) if key in s else "-"
+
+            table.add_row(split, cond, str(s["n"]), str(s["with_hints"]), cell("ex_without", "{:.3f}"),
+                          f"{s['ex_with']:.3f}", cell("gained"), cell("lost"), cell("errors_without"),
+                          str(s["errors_with"]), cell("p50_s_without", "{:.2f}"), f"{s['p50_s_with']:.2f}",
                           f"{s['lookup_ms_p50']:.2f}")
     console.print(table)
     run.save(args.out, {"splits": args.splits, "conditions": args.conditions, "summary": summary,
@@ -234,6 +245,8 @@ def chunked_run_parser(doc: str | None, out: str) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     ap = chunked_run_parser(__doc__, "values")
     ap.add_argument("--literals", action="store_true", help="index size/build time and hint recall/precision (no model)")
+    ap.add_argument("--arms", default="without,with",
+                    help="'with' alone asks only the default configuration (hints on): EX, not the comparison")
     args = ap.parse_args(argv)
     run = common.Run(__spec__, argv)
     console = Console(width=150)

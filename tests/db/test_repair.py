@@ -324,6 +324,31 @@ def test_a_table_spelt_with_other_case_or_underscores_is_respelt(db):
         prepare_sql(bad, db)
 
 
+def test_a_table_named_after_its_key_or_the_two_tables_it_links_is_that_table(db):
+    # BIRD train 844: eye_colour for the table superhero.eye_colour_id points to
+    notes: list[str] = []
+    sql = prepare_sql("SELECT T2.colour FROM superhero AS T1 INNER JOIN eye_colour AS T2 ON T1.eye_colour_id = T2.id "
+                      "WHERE T1.superhero_name = 'Blackwulf'", db, repairs=notes)
+    assert notes == ["table eye_colour -> colour"]
+    assert db.execute(sql).rows == db.execute(
+        "SELECT c.colour FROM superhero s JOIN colour c ON s.eye_colour_id = c.id WHERE s.superhero_name = 'Blackwulf'").rows
+    # BIRD train 780 / 763: superhero_power and superhero_attribute for the bridges between those tables;
+    # the columns the bridge lacks then get their joins as usual
+    notes = []
+    sql = prepare_sql("SELECT power_name FROM superhero_power WHERE superhero_name = '3-D Man'", db, repairs=notes)
+    assert notes[:3] == ["table superhero_power -> hero_power", "power_name -> superpower.power_name (joined superpower)",
+                         "superhero_name -> superhero.superhero_name (joined superhero)"]
+    assert rows(db, sql) == rows(db, "SELECT p.power_name FROM superhero s JOIN hero_power h ON h.hero_id = s.id "
+                                     "JOIN superpower p ON h.power_id = p.id WHERE s.superhero_name = '3-D Man'") != set()
+    notes = []
+    prepare_sql("SELECT AVG(attribute_value) FROM superhero_attribute", db, repairs=notes)
+    assert notes == ["table superhero_attribute -> hero_attribute"]
+    # no key named like it, no table linking two named tables: validation names it, as before
+    for bad in ("SELECT * FROM hero_colour", "SELECT * FROM superhero AS T1 JOIN eye AS T2 ON T1.eye_colour_id = T2.id"):
+        with pytest.raises(InvalidQuery, match="unknown table"):
+            prepare_sql(bad, db, repairs=[])
+
+
 def test_a_ranking_by_an_aggregate_without_groups_groups_by_what_it_selects(db):
     # seen on the pool's dev split: ORDER BY COUNT(*) with no GROUP BY ("misuse of aggregate" in SQLite)
     bad = ("SELECT T2.publisher_name FROM superhero AS T1 JOIN publisher AS T2 ON T1.publisher_id = T2.id "

@@ -37,7 +37,9 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
 8. **A table or column spelt another way** (:func:`repair_table_spelling`,
    :func:`repair_column_spelling`): ``constructor_results`` is
    ``constructorResults`` (``first_name`` is ``FirstName``) when exactly one table (one column of the
-   query's tables) has that name up to case and underscores.
+   query's tables) has that name up to case and underscores; a table named after the key that points to
+   it (``eye_colour`` for ``colour``) or after the two tables it links (``superhero_power`` for
+   ``hero_power``) becomes that table (:func:`repair_unknown_tables`).
 9. **A ranking by an aggregate without groups** (:func:`repair_missing_group_by`): ``SELECT name ...
    ORDER BY COUNT(*) DESC`` groups by what it selects.
 The repairs that read the question's words (the counted entity, length and calendar-month orderings,
@@ -92,6 +94,72 @@ def repair_table_spelling(tree: exp.Expression, schema: Schema) -> list[str]:
             table.set("this", exp.to_identifier(found[0]))
             notes.append(f"table {name} -> {found[0]}")
     return notes
+
+
+def repair_unknown_tables(tree: exp.Expression, schema: Schema) -> list[str]:
+    """A table that is no table, named after what it stands for, becomes that table when exactly one fits:
+
+    - **after the key that points to it**: ``superhero JOIN eye_colour ON T1.eye_colour_id = T2.id``, where
+      ``superhero.eye_colour_id`` is a foreign key to ``colour``: the table is ``colour`` (a table of the
+      same SELECT has a single-column foreign key named like the table, with or without ``_id``);
+    - **after the two tables it links**: ``superhero_power`` (or ``superhero_attribute``) where the schema
+      links ``superhero`` and ``superpower`` through ``hero_power``: the name splits into two parts that
+      each name a table (exactly, else as the end or start of a table's name), and exactly one other table
+      has a foreign key to each.
+
+    Told "did you mean superpower?", the 1.5B model wrote ``superhero_power`` again (BIRD train 718, 780).
+    Run after :func:`repair_table_spelling`; anything with no single fit is left to validation."""
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    notes: list[str] = []
+    for table in list(tree.find_all(exp.Table)):
+        name = table.name
+        if not name or name.lower() in ctes or schema.table(name) is not None:
+            continue
+        meant = _pointed_to(table, schema) or _junction_named(name, schema)
+        if meant is not None:
+            table.set("this", exp.to_identifier(meant))
+            notes.append(f"table {name} -> {meant}")
+    return notes
+
+
+def _pointed_to(table: exp.Table, schema: Schema) -> str | None:
+    """The table a key column of the same SELECT references, when the key is named like ``table``."""
+    select = table.find_ancestor(exp.Select)
+    if select is None:
+        return None
+    wanted = _squashed(table.name)
+    targets = set()
+    for other in select.find_all(exp.Table):
+        known = schema.table(other.name) if other is not table and other.find_ancestor(exp.Select) is select else None
+        for fk in known.foreign_keys if known else []:
+            if len(fk.columns) == 1 and _squashed(re.sub(r"_?id$", "", fk.columns[0], flags=re.I)) == wanted:
+                ref = schema.table(fk.ref_table)
+                if ref is not None:
+                    targets.add(ref.name)
+    return targets.pop() if len(targets) == 1 else None
+
+
+def _junction_named(name: str, schema: Schema) -> str | None:
+    """The one table with foreign keys to both tables that the two parts of ``name`` name."""
+    words = [w for w in re.split(r"_+|(?<=[a-z])(?=[A-Z])", name) if w]
+
+    def named(part: str) -> set[str]:
+        exact = {t.name.lower() for t in schema.tables if _squashed(t.name) == part}
+        return exact or {t.name.lower() for t in schema.tables
+                         if _squashed(t.name).endswith(part) or _squashed(t.name).startswith(part)}
+
+    found = set()
+    for cut in range(1, len(words)):
+        left, right = named(_squashed("".join(words[:cut]))), named(_squashed("".join(words[cut:])))
+        if not left or not right:
+            continue
+        for t in schema.tables:
+            me = t.name.lower()
+            refs = {fk.ref_table.lower() for fk in t.foreign_keys} - {me}
+            ends_l, ends_r = refs & (left - {me}), refs & (right - {me})
+            if ends_l and ends_r and len(ends_l | ends_r) >= 2:
+                found.add(t.name)
+    return found.pop() if len(found) == 1 else None
 
 
 def repair_column_spelling(tree: exp.Expression, schema: Schema) -> list[str]:

@@ -26,6 +26,7 @@ from tagql.db.repair import (
     repair_scalar_subqueries,
     repair_self_joins,
     repair_table_spelling,
+    repair_unknown_tables,
     repair_values,
     self_comparisons,
 )
@@ -146,6 +147,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     if repairs is not None:
         repairs += repair_literal_filters(tree)
         repairs += repair_table_spelling(tree, schema)
+        repairs += repair_unknown_tables(tree, schema)
         repairs += repair_column_spelling(tree, schema)
         repairs += repair_columns(tree, schema, question)
         repairs += repair_scalar_subqueries(tree)
