@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
+from tagql.errors import InvalidQuery, TagqlError
 from tagql.text2sql.query import prepare_sql
 
 
@@ -96,6 +97,35 @@ def test_a_calendar_month_order_drops_the_year_from_a_strftime_format(club, orde
     prepare_sql(f"SELECT event_name FROM event ORDER BY {order}", club, repairs=notes,
                 question="List the events from oldest to newest.")
     assert notes == []
+
+
+def test_mysql_date_parts_read_the_stored_text_date(club):
+    # BIRD train 1340: YEAR() does not exist in SQLite ("no such function"); the model wrote it again
+    notes: list[str] = []
+    sql = prepare_sql("SELECT COUNT(*) FROM event WHERE YEAR(event_date) = 2019 AND MONTH(event_date) = 10", club,
+                      repairs=notes)
+    assert notes == ["YEAR(event_date) -> CAST(STRFTIME('%Y', event_date) AS INTEGER)",
+                     "MONTH(event_date) -> CAST(STRFTIME('%m', event_date) AS INTEGER)"]
+    assert club.execute(sql).rows == club.execute(
+        "SELECT COUNT(*) FROM event WHERE event_date LIKE '2019-10-%'").rows != [(0,)]
+    with pytest.raises(TagqlError, match="YEAR"):  # user SQL is not rewritten: SQLite's own error stands
+        club.execute(prepare_sql("SELECT YEAR(event_date) FROM event", club))
+
+
+def test_an_apostrophe_copied_from_the_question_is_doubled(club):
+    # BIRD train 1347: 'O'Gallagher' ends the constant at O and the query does not parse
+    question = 'Tell the hometown county for "Adela O\'Gallagher".'
+    bad = ("SELECT T2.county FROM member AS T1 JOIN zip_code AS T2 ON T1.zip = T2.zip_code "
+           "WHERE T1.first_name = 'Adela' AND T1.last_name = 'O'Gallagher'")
+    notes: list[str] = []
+    sql = prepare_sql(bad, club, repairs=notes, question=question)
+    assert notes[0] == "doubled the apostrophes of the question's words in string constants"
+    assert club.execute(sql).rows == [("Hendricks County",)]
+    assert club.execute(prepare_sql(bad[:-1], club, repairs=[], question=question)).rows == [("Hendricks County",)]
+    with pytest.raises(InvalidQuery, match="does not parse"):  # without the question's word, nothing to double
+        prepare_sql(bad, club, repairs=[], question="Tell the hometown county of that member.")
+    with pytest.raises(InvalidQuery, match="does not parse"):  # and user SQL is never rewritten
+        prepare_sql(bad, club, question=question)
 
 
 def test_values_the_question_lists_restrict_a_query_that_ignores_them(tox, club):

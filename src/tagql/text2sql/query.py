@@ -48,7 +48,9 @@ from tagql.text2sql.grounding import (
     repair_value_by_join,
 )
 from tagql.text2sql.repair import (
+    quote_apostrophes,
     repair_counted_entity,
+    repair_date_parts,
     repair_length_order,
     repair_listed_values,
     repair_month_order,
@@ -132,6 +134,16 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     try:
         tree = parse_read_only(sql, db.dialect)
     except InvalidQuery:
+        quoted = quote_apostrophes(sql, question) if repairs is not None else None
+        if quoted is not None:
+            try:
+                tree = parse_read_only(quoted, db.dialect)
+            except InvalidQuery:
+                pass
+            else:  # the rest of the checks and repairs run on the query as it parses
+                repairs.append("doubled the apostrophes of the question's words in string constants")
+                return prepare_sql(quoted, db, repairs=repairs, question=question, statements=statements,
+                                   grounding=grounding)
         if db.backend.sqlite_syntax:
             raise
         try:
@@ -164,6 +176,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         tree, ordered = repair_length_order(tree, question)
         repairs += ordered
         if db.backend.strftime_dates:
+            repairs += repair_date_parts(tree)
             repairs += repair_month_order(tree, question)
         repairs += repair_word_count(tree, question)
         same = self_comparisons(tree)

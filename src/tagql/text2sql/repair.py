@@ -148,6 +148,45 @@ def _strftime_format(node: exp.Expression) -> exp.Literal | None:
     return None
 
 
+_DATE_PARTS = {exp.Year: "%Y", exp.Month: "%m", exp.Day: "%d"}
+
+
+def repair_date_parts(tree: exp.Expression) -> list[str]:
+    """``YEAR(event_date) = 2019`` on a database that stores dates as text (SQLite): MySQL's date-part
+    functions do not exist there ("no such function: YEAR", BIRD train 1340), and the model writes them
+    again when told. Each becomes ``CAST(STRFTIME('%Y', event_date) AS INTEGER)`` (an integer, as the
+    function returns, so ``= 2019`` still compares numbers)."""
+    notes: list[str] = []
+    for node in list(tree.find_all(*_DATE_PARTS)):
+        arg = node.this
+        if isinstance(arg, exp.Date) and arg.this is not None:  # sqlglot's DATE(x) wrapper around a text date
+            arg = arg.this
+        part = exp.Cast(this=exp.Anonymous(this="STRFTIME", expressions=[exp.Literal.string(_DATE_PARTS[type(node)]),
+                                                                            arg.copy()]),
+                        to=exp.DataType.build("INTEGER"))
+        notes.append(f"{node.sql(dialect='mysql')} -> {part.sql(dialect='sqlite')}")
+        node.replace(part)
+    return notes
+
+
+_QUOTED_WORD = re.compile(r"\b\w+'\w+\b")
+
+
+def quote_apostrophes(sql: str, question: str) -> str | None:
+    """``last_name = 'O'Gallagher'`` for the question's "Adela O'Gallagher" (BIRD train 1347; "Women's
+    Soccer", 1399): a word of the question with an apostrophe, copied into a string constant without
+    doubling it, ends the constant early and the query does not parse. Each such word found in ``sql`` gets
+    its apostrophe doubled, and a constant the query ends in without closing it (``= 'O'Gallagher``, as
+    1347 was written) is closed; None when the question has no such word in the SQL (nothing to try)."""
+    out = sql.rstrip().rstrip(";").rstrip()
+    for word in sorted(set(_QUOTED_WORD.findall(question or "")), key=len, reverse=True):
+        doubled = word.replace("'", "''")
+        out = re.sub(rf"\b{re.escape(word)}\b", lambda _m, d=doubled: d, out)
+        if out.endswith(doubled) and out.count("'") % 2:
+            out += "'"
+    return out if out != sql.rstrip().rstrip(";").rstrip() else None
+
+
 # "c, n, o and f", "'French', 'Hindi' and 'Swahili'": items of one to three words, comma separated, the
 # last joined by and/or (a first item may start with "Rank the elements", a last may run on "f by ...")
 _ITEM = r"\w[\w'.-]*(?: \w[\w'.-]*){0,2}"
