@@ -145,8 +145,9 @@ def _junction_named(name: str, schema: Schema) -> str | None:
 
     def named(part: str) -> set[str]:
         exact = {t.name.lower() for t in schema.tables if _squashed(t.name) == part}
-        return exact or {t.name.lower() for t in schema.tables
-                         if _squashed(t.name).endswith(part) or _squashed(t.name).startswith(part)}
+        if exact or len(part) < 4:  # "t" of t_shirt is the end of too many names to mean one
+            return exact
+        return {t.name.lower() for t in schema.tables if _squashed(t.name).endswith(part) or _squashed(t.name).startswith(part)}
 
     found = set()
     for cut in range(1, len(words)):
