@@ -196,27 +196,26 @@ def summarise(args, console: Console, run: common.Run) -> None:
         for cond in args.conditions.split(","):
             by = {arm: {r["question_id"]: r for r in records
                         if r["split"] == split and r["condition"] == cond and r["arm"] == arm} for arm in ARMS}
-            ids = sorted(set(by["without"]) & set(by["with"]))
-            if not ids and by["with"]:  # a `--arms with` run: the default configuration alone
-                ids = sorted(by["with"])
-                by["without"] = {i: {"correct": False, "hints": [], "seconds": None, "missing": True} for i in ids}
+            paired = sorted(set(by["without"]) & set(by["with"]))
+            alone = not paired  # a `--arms with` run: the default configuration alone, no comparison
+            ids = paired or sorted(by["with"])
             if not ids:
                 continue
-            w, h = [by["without"][i] for i in ids], [by["with"][i] for i in ids]
-            alone = all(r.get("missing") for r in w)
+            h = [by["with"][i] for i in ids]
             s = {"n": len(ids), "with_hints": sum(bool(r["hints"]) for r in h),
-                 "ex_without": round(sum(r["correct"] for r in w) / len(ids), 3),
                  "ex_with": round(sum(r["correct"] for r in h) / len(ids), 3),
-                 "gained": sum(b["correct"] and not a["correct"] for a, b in zip(w, h)),
-                 "lost": sum(a["correct"] and not b["correct"] for a, b in zip(w, h)),
-                 "errors_without": sum("error" in r for r in w), "errors_with": sum("error" in r for r in h),
-                 "p50_s_without": pct([r["seconds"] for r in w if r.get("seconds") is not None], 0.5),
+                 "errors_with": sum("error" in r for r in h),
                  "p50_s_with": pct([r["seconds"] for r in h if r.get("seconds") is not None], 0.5),
                  "lookup_ms_p50": pct([r["lookup_ms"] for r in h], 0.5)}
-            if alone:
-                s = {k: v for k, v in s.items() if "without" not in k and k not in ("gained", "lost")}
+            w = [] if alone else [by["without"][i] for i in ids]
+            if not alone:
+                s.update({"ex_without": round(sum(r["correct"] for r in w) / len(ids), 3),
+                          "gained": sum(b["correct"] and not a["correct"] for a, b in zip(w, h)),
+                          "lost": sum(a["correct"] and not b["correct"] for a, b in zip(w, h)),
+                          "errors_without": sum("error" in r for r in w),
+                          "p50_s_without": pct([r["seconds"] for r in w if r.get("seconds") is not None], 0.5)})
             if split != "test":  # never list test questions
-                s["changed_ids"] = [] if alone else [i for i, a, b in zip(ids, w, h) if a["correct"] != b["correct"]]
+                s["changed_ids"] = [i for i, a, b in zip(ids, w, h) if a["correct"] != b["correct"]]
             summary[f"{split}/{cond}"] = s
             def cell(key: str, fmt: str = "{}") -> str:
                 return fmt.format(s[key]) if key in s else "-"

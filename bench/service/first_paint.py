@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
+from bench.ask.bird import pct
 
 CHROMIUM = os.environ.get("TAGQL_TEST_CHROMIUM", "/usr/bin/chromium")
 PAGES = {"ask": "/", "knowledge": "/knowledge?database=superhero"}
@@ -31,11 +32,6 @@ PAINT_JS = """() => {
     const p = performance.getEntriesByType('paint').find(e => e.name === 'first-paint');
     return p ? p.startTime : -1;
 }"""
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def blank_server() -> Iterator[str]:

@@ -178,13 +178,13 @@ def quote_apostrophes(sql: str, question: str) -> str | None:
     doubling it, ends the constant early and the query does not parse. Each such word found in ``sql`` gets
     its apostrophe doubled, and a constant the query ends in without closing it (``= 'O'Gallagher``, as
     1347 was written) is closed; None when the question has no such word in the SQL (nothing to try)."""
-    out = sql.rstrip().rstrip(";").rstrip()
+    out = stripped = sql.rstrip().rstrip(";").rstrip()
     for word in sorted(set(_QUOTED_WORD.findall(question or "")), key=len, reverse=True):
         doubled = word.replace("'", "''")
         out = re.sub(rf"\b{re.escape(word)}\b", lambda _m, d=doubled: d, out)
         if out.endswith(doubled) and out.count("'") % 2:
             out += "'"
-    return out if out != sql.rstrip().rstrip(";").rstrip() else None
+    return out if out != stripped else None
 
 
 # "c, n, o and f", "'French', 'Hindi' and 'Swahili'": items of one to three words, comma separated, the
