@@ -103,6 +103,15 @@ class Run:
         return write_json(path, {"run": self.facts(), **payload}, indent=indent)
 
 
+def pct(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (0.95 for p95), a measured value rather than an interpolation, so a
+    reported p95 is a latency that happened; NaN for no values. Every bench reports percentiles with this."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
 def write_json(path: Path | str, payload: Any, *, indent: int | None = 1) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

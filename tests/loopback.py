@@ -4,7 +4,6 @@ waited for until its ``/v1/health`` answers. One copy of each, for every test th
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import httpx
 
 from tagql.llm.llama_server import free_port
+from tagql.service.background import serve_in_thread
 
 __all__ = ["free_port", "run_app", "stop_processes", "wait_until_healthy"]
 
@@ -19,22 +19,11 @@ __all__ = ["free_port", "run_app", "stop_processes", "wait_until_healthy"]
 def run_app(app: Any, *, log_level: str = "warning", **config: Any) -> Iterator[str]:
     """Serve ``app`` on a free loopback port in a thread; yields its base URL, stops it afterwards.
     ``config``: more ``uvicorn.Config`` arguments."""
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level, **config))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise AssertionError("the server did not come up")
-        time.sleep(0.05)
     try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+        with serve_in_thread(app, log_level=log_level, **config) as url:
+            yield url
+    except RuntimeError as exc:
+        raise AssertionError(str(exc)) from exc
 
 
 def wait_until_healthy(base: str, tries: int = 300) -> None:

@@ -42,13 +42,6 @@ def rows_match(pred: list, gold: list) -> bool:
     return {tuple(r) for r in pred} == {tuple(r) for r in gold}
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=0, help="first N questions per database (0 = all)")
@@ -151,8 +144,8 @@ def summarize(records: list[dict], models: list[str], conditions: list[str], dbs
                     "errors": sum("error" in r for r in rs),
                     "retried": sum(r.get("retries", 0) > 0 for r in rs),
                     "repaired": sum(bool(r.get("repairs")) for r in rs),
-                    "warm_p50_s": pct(warm, 0.5),
-                    "warm_p95_s": pct(warm, 0.95),
+                    "warm_p50_s": common.pct(warm, 0.5),
+                    "warm_p95_s": common.pct(warm, 0.95),
                 }
                 summary[f"{model}/{cond}/{db_id}"] = s
                 table.add_row(model, cond, db_id, str(s["n"]), f"{s['ex']:.3f}", str(s["errors"]),

@@ -44,7 +44,7 @@ from tagql.pipeline import TagQL
 from tagql.text2sql.candidates import POLICIES, Candidate, choose
 
 from bench import common
-from bench.ask.bird import DBS, pct, rows_match
+from bench.ask.bird import DBS, rows_match
 from bench.ask.bird_split import load_split
 
 DATA = common.DATA
@@ -222,7 +222,7 @@ def summarize(records: list[dict], console: Console) -> dict:
             if not warm:
                 continue
             s = {"questions": len(rs), "warm_p50_s": round(statistics.median(warm), 3),
-                 "warm_p95_s": round(pct(warm, 0.95), 3), "mean_s": round(statistics.mean(warm), 3),
+                 "warm_p95_s": round(common.pct(warm, 0.95), 3), "mean_s": round(statistics.mean(warm), 3),
                  "errors": sum(bool(r["error"]) for r in rs)}
             summary["latency"][f"N={n}"] = s
             t2.add_row(str(n), str(s["questions"]), f"{s['warm_p50_s']:.2f}", f"{s['warm_p95_s']:.2f}",

@@ -37,8 +37,8 @@ from tagql.knowledge import ScoredStatement, StaticStatements
 from tagql.pipeline import TagQL
 
 from bench import common
-from bench.ask.bird import pct, rows_match
-from bench.ask.values import chosen_questions, chunked_run_parser, db_path
+from bench.ask.bird import rows_match
+from bench.ask.values import chosen_questions, chunked_run_parser, db_path, run_chunked
 
 ARMS = ("off", "on")
 
@@ -136,7 +136,7 @@ def summarise(args, console: Console, run: common.Run) -> None:
                  "lost": sum(a["correct"] and not b["correct"] for a, b in zip(off, on)),
                  "errors_off": sum("error" in o for o in off), "errors_on": sum("error" in o for o in on),
                  "extra_calls": sum(b["llm_calls"] - a["llm_calls"] for a, b in zip(off, on)),
-                 "p50_s_on": pct([o["seconds"] for o in on], 0.5)}
+                 "p50_s_on": common.pct([o["seconds"] for o in on], 0.5)}
             if args.errored_in:  # the other questions of the split are assumed unchanged (no repeat, same arms)
                 n_all = len([q for q in chosen_questions([split])])
                 s["frame"] = args.errored_in
@@ -163,12 +163,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="ask only the pairs whose SQL failed in this earlier result file (a paired sample of the "
                          "stratum where the arms can differ), e.g. bench/results/ask/values.json")
     args = ap.parse_args(argv)
-    run = common.Run(__spec__, argv)
-    console = Console(width=150)
-    if args.summarise:
-        return summarise(args, console, run)
-    left = ask_chunk(args, console)
-    console.print(f"{left} (question, condition) pairs left" if left else "all asked: run again with --summarise")
+    run_chunked(args, common.Run(__spec__, argv), ask_chunk, summarise)
 
 
 if __name__ == "__main__":

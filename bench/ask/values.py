@@ -28,6 +28,7 @@ import argparse
 import json
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import sqlglot
@@ -44,7 +45,7 @@ from tagql.pipeline import TagQL
 from tagql.text2sql.values import match_values
 
 from bench import common
-from bench.ask.bird import pct, rows_match
+from bench.ask.bird import rows_match
 from bench.ask.bird_split import load_split
 
 DATA = common.DATA
@@ -112,7 +113,7 @@ def literals(args, console: Console, run: common.Run) -> None:
             with_hints += bool(ms)
         s = {"n": len(qs), "with_hints": with_hints, "gold_constants": gold_n,
              "recall": round(found / max(gold_n, 1), 3), "hints": hints, "precision": round(good / max(hints, 1), 3),
-             "lookup_ms_p50": round(pct(lat, 0.5), 2), "lookup_ms_p95": round(pct(lat, 0.95), 2),
+             "lookup_ms_p50": round(common.pct(lat, 0.5), 2), "lookup_ms_p95": round(common.pct(lat, 0.95), 2),
              "lookup_ms_max": round(max(lat), 2)}
         summary[split] = s
         table.add_row(split, str(s["n"]), str(with_hints), str(gold_n), f"{s['recall']:.3f}", str(hints),
@@ -205,15 +206,15 @@ def summarise(args, console: Console, run: common.Run) -> None:
             s = {"n": len(ids), "with_hints": sum(bool(r["hints"]) for r in h),
                  "ex_with": round(sum(r["correct"] for r in h) / len(ids), 3),
                  "errors_with": sum("error" in r for r in h),
-                 "p50_s_with": pct([r["seconds"] for r in h if r.get("seconds") is not None], 0.5),
-                 "lookup_ms_p50": pct([r["lookup_ms"] for r in h], 0.5)}
+                 "p50_s_with": common.pct([r["seconds"] for r in h if r.get("seconds") is not None], 0.5),
+                 "lookup_ms_p50": common.pct([r["lookup_ms"] for r in h], 0.5)}
             w = [] if alone else [by["without"][i] for i in ids]
             if not alone:
                 s.update({"ex_without": round(sum(r["correct"] for r in w) / len(ids), 3),
                           "gained": sum(b["correct"] and not a["correct"] for a, b in zip(w, h)),
                           "lost": sum(a["correct"] and not b["correct"] for a, b in zip(w, h)),
                           "errors_without": sum("error" in r for r in w),
-                          "p50_s_without": pct([r["seconds"] for r in w if r.get("seconds") is not None], 0.5)})
+                          "p50_s_without": common.pct([r["seconds"] for r in w if r.get("seconds") is not None], 0.5)})
             if split != "test":  # never list test questions
                 s["changed_ids"] = [i for i, a, b in zip(ids, w, h) if a["correct"] != b["correct"]]
             summary[f"{split}/{cond}"] = s
@@ -241,6 +242,17 @@ def chunked_run_parser(doc: str | None, out: str) -> argparse.ArgumentParser:
     return ap
 
 
+def run_chunked(args: argparse.Namespace, run: common.Run, ask: Callable[[argparse.Namespace, Console], int],
+                summarise_records: Callable[[argparse.Namespace, Console, common.Run], None]) -> None:
+    """What a chunked run does when invoked (this bench, bench/ask/repeats.py): summarise the records so far,
+    or ask the next chunk and say how many pairs are left."""
+    console = Console(width=150)
+    if args.summarise:
+        return summarise_records(args, console, run)
+    left = ask(args, console)
+    console.print(f"{left} (question, condition) pairs left" if left else "all asked: run again with --summarise")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = chunked_run_parser(__doc__, "values")
     ap.add_argument("--literals", action="store_true", help="index size/build time and hint recall/precision (no model)")
@@ -248,13 +260,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="'with' alone asks only the default configuration (hints on): EX, not the comparison")
     args = ap.parse_args(argv)
     run = common.Run(__spec__, argv)
-    console = Console(width=150)
     if args.literals:
-        return literals(args, console, run)
-    if args.summarise:
-        return summarise(args, console, run)
-    left = ask_chunk(args, console)
-    console.print(f"{left} (question, condition) pairs left" if left else "all asked: run again with --summarise")
+        return literals(args, Console(width=150), run)
+    run_chunked(args, run, ask_chunk, summarise)
 
 
 if __name__ == "__main__":

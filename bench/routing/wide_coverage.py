@@ -39,7 +39,6 @@ import sqlglot
 from sqlglot import exp
 
 from bench import common
-from bench.ask.bird import pct
 from bench.routing.wide_ex import SEP, pick_questions
 from tagql.routing.linking import key_neighbours
 
@@ -172,8 +171,8 @@ def main(argv: list[str] | None = None) -> None:
         rs = rows[c]
         s = {"n": len(rs), "gold_shown_pct": round(100 * sum(r["covered"] for r in rs) / len(rs), 2),
              "tables_mean": round(statistics.mean(r["tables"] for r in rs), 2),
-             "tables_p95": pct([r["tables"] for r in rs], 0.95),
-             "chars_p50": statistics.median(r["chars"] for r in rs), "chars_p95": pct([r["chars"] for r in rs], 0.95)}
+             "tables_p95": common.pct([r["tables"] for r in rs], 0.95),
+             "chars_p50": statistics.median(r["chars"] for r in rs), "chars_p95": common.pct([r["chars"] for r in rs], 0.95)}
         summary[c] = s
         print(f"{c:<6}{s['n']:>6}{s['gold_shown_pct']:>14.2f}{s['tables_mean']:>13.2f}{s['tables_p95']!s:>6}"
               f"{s['chars_p50']!s:>11}{s['chars_p95']!s:>8}")

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from bench.ask.bird import pct, rows_match
+from bench.ask.bird import rows_match
 from tagql.config import load_settings
 from tagql.db import open_database
 from tagql.db.schema import Schema
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
         toks = [r["prompt_tokens"] for r in rs if r["prompt_tokens"]]
         warm = [r["wall_s"] for r in rs if not r["cold"]]
         s = {"n": len(rs), "ex": round(sum(r["correct"] for r in rs) / len(rs), 4),
-             "prompt_tokens_p50": statistics.median(toks) if toks else None, "prompt_tokens_p95": pct(toks, 0.95),
+             "prompt_tokens_p50": statistics.median(toks) if toks else None, "prompt_tokens_p95": common.pct(toks, 0.95),
              "route_ms_p50": statistics.median([r.get("route_ms", 0) for r in rs]),
              "warm_p50_s": round(statistics.median(warm), 2) if warm else None}
         summary[cond] = s

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from bench.ask.bird import pct
 
 CHROMIUM = os.environ.get("TAGQL_TEST_CHROMIUM", "/usr/bin/chromium")
 PAGES = {"ask": "/", "knowledge": "/knowledge?database=superhero"}
@@ -59,26 +58,13 @@ def blank_server() -> Iterator[str]:
 
 def tagql_server(tmp: Path) -> Iterator[str]:
     """The service app with a scripted model over the demo database, on a free loopback port."""
-    import uvicorn
-
     from bench.service.scripted_server import build
     from tagql.demo import demo_database_path
-    from tagql.llm.llama_server import free_port
+    from tagql.service.background import serve_in_thread
 
     app = build(str(demo_database_path()), tmp / "state.sqlite", "SELECT COUNT(*) FROM superhero", "750.")
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise SystemExit("the service did not start")
-        threading.Event().wait(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with serve_in_thread(app) as url:
+        yield url
 
 
 def paints(browser: Any, url: str, loads: int) -> list[float]:
@@ -117,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
         targets = {"blank": blank_url, **{name: base + path for name, path in PAGES.items()}}
         for name, url in targets.items():
             ms = paints(browser, url, args.loads)
-            rows[name] = {"loads": len(ms), "p50_ms": statistics.median(ms), "p95_ms": pct(ms, 0.95),
+            rows[name] = {"loads": len(ms), "p50_ms": statistics.median(ms), "p95_ms": common.pct(ms, 0.95),
                           "max_ms": max(ms), "ms": ms}
             print(f"  {name}: p50 {rows[name]['p50_ms']:.0f} ms", flush=True)
         browser.close()

@@ -63,13 +63,6 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 async def hammer(make_request: Any, check: Any, clients: int, requests: int, seconds: float) -> dict[str, Any]:
     """``clients`` workers send requests until ``requests`` were sent or ``seconds`` passed."""
     latencies: list[float] = []
@@ -97,7 +90,7 @@ async def hammer(make_request: Any, check: Any, clients: int, requests: int, sec
         await asyncio.gather(*(worker() for _ in range(clients)))
         wall = time.perf_counter() - t0
     return {"requests": len(latencies), "seconds": round(wall, 2), "rps": round(len(latencies) / wall, 1),
-            "p50_ms": round(pct(latencies, 0.5) * 1000, 1), "p95_ms": round(pct(latencies, 0.95) * 1000, 1),
+            "p50_ms": round(common.pct(latencies, 0.5) * 1000, 1), "p95_ms": round(common.pct(latencies, 0.95) * 1000, 1),
             "errors": sum(errors.values()), "error_kinds": errors}
 
 
@@ -186,8 +179,8 @@ def ask_overhead(args: argparse.Namespace, db: Path, tmp: Path) -> dict[str, Any
         proc.wait(timeout=20)
     d50, s50 = statistics.median(direct) * 1000, statistics.median(served) * 1000
     out = {"asks": args.asks, "api_p50_ms": round(d50, 2), "http_p50_ms": round(s50, 2),
-           "overhead_p50_ms": round(s50 - d50, 2), "api_p95_ms": round(pct(direct, 0.95) * 1000, 2),
-           "http_p95_ms": round(pct(served, 0.95) * 1000, 2)}
+           "overhead_p50_ms": round(s50 - d50, 2), "api_p95_ms": round(common.pct(direct, 0.95) * 1000, 2),
+           "http_p95_ms": round(common.pct(served, 0.95) * 1000, 2)}
     print(f"  /v1/ask p50 {s50:.1f} ms over HTTP vs {d50:.1f} ms Session.ask: overhead {s50 - d50:.1f} ms", flush=True)
     return out
 
