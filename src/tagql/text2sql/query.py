@@ -131,29 +131,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     (``text2sql/grounding.py``; ``grounding=False`` leaves them out, for measuring them). Returns the
     SQL to execute."""
     schema = db.schema
-    try:
-        tree = parse_read_only(sql, db.dialect)
-    except InvalidQuery:
-        quoted = quote_apostrophes(sql, question) if repairs is not None else None
-        if quoted is not None:
-            try:
-                tree = parse_read_only(quoted, db.dialect)
-            except InvalidQuery:
-                pass
-            else:  # the rest of the checks and repairs run on the query as it parses
-                repairs.append("doubled the apostrophes of the question's words in string constants")
-                return prepare_sql(quoted, db, repairs=repairs, question=question, statements=statements,
-                                   grounding=grounding)
-        if db.backend.sqlite_syntax:
-            raise
-        try:
-            sqlglot.parse_one(sql, read="sqlite")
-        except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
-            raise InvalidQuery(f"SQL does not parse ({db.dialect}): {sql.strip()[:80]!r}") from None
-        # small models often write SQLite/MySQL flavour whatever they are told
-        translated = sqlglot.transpile(sql, read="sqlite", write=db.dialect)[0]
-        tree = parse_read_only(translated, db.dialect)
-        sql = translated
+    tree, sql = _parse_for(sql, db, question, repairs)
     before = tree.sql(dialect=db.dialect)
     tree = fix_sqlite_double_quoted_strings(tree, schema)
     if repairs is not None:
@@ -195,6 +173,34 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
             raise InvalidQuery(f"{misplaced[0]}: compare the column that holds it (join its table if needed)")
     after = tree.sql(dialect=db.dialect)
     return after if after != before else sql
+
+
+def _parse_for(sql: str, db: Database, question: str,
+               repairs: list[str] | None) -> tuple[sqlglot.exp.Expression, str]:
+    """Parse ``sql`` as a read-only query of ``db``; returns the tree and the SQL it was read from. SQL that
+    does not parse is tried once with the question's apostrophes doubled (LLM SQL only, noted in ``repairs``)
+    and, on a server database, as SQLite flavour transpiled to its dialect."""
+    try:
+        return parse_read_only(sql, db.dialect), sql
+    except InvalidQuery:
+        quoted = quote_apostrophes(sql, question) if repairs is not None else None
+        if quoted is not None:
+            try:
+                tree = parse_read_only(quoted, db.dialect)
+            except InvalidQuery:
+                pass
+            else:
+                repairs.append("doubled the apostrophes of the question's words in string constants")
+                return tree, quoted
+        if db.backend.sqlite_syntax:
+            raise
+    try:
+        sqlglot.parse_one(sql, read="sqlite")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        raise InvalidQuery(f"SQL does not parse ({db.dialect}): {sql.strip()[:80]!r}") from None
+    # small models often write SQLite/MySQL flavour whatever they are told
+    translated = sqlglot.transpile(sql, read="sqlite", write=db.dialect)[0]
+    return parse_read_only(translated, db.dialect), translated
 
 
 _LITERAL_CLAIM = re.compile(r"""^\s*\{([^{}]+)\}\s*(?:is|=|==|equals|is equal to)\s*(['"])(.*)\2\s*\.?\s*$""",
