@@ -436,3 +436,52 @@ def test_a_join_key_with_several_bridges_is_left_to_the_model(tmp_path):
     with pytest.raises(InvalidQuery, match="cannot be joined on driverId"):
         prepare_sql("SELECT T1.surname FROM drivers AS T1 JOIN races AS T2 ON T1.driverId = T2.driverId", db,
                     repairs=[])
+
+
+def test_a_column_named_after_a_key_reads_the_label_of_the_row_it_points_to(db):
+    """BIRD train 770 / 783 / 814: ``eye_colour`` on superhero, which has ``eye_colour_id`` (a foreign key to
+    colour): the colour's name is meant. A join on that key is added, or reused when the query has one."""
+    notes: list[str] = []
+    sql = prepare_sql("SELECT eye_colour FROM superhero WHERE full_name = 'Abraham Sapien'", db, repairs=notes)
+    assert notes == ["eye_colour -> colour.colour (joined colour on superhero.eye_colour_id)"]
+    gold = ("SELECT c.colour FROM superhero s JOIN colour c ON s.eye_colour_id = c.id "
+            "WHERE s.full_name = 'Abraham Sapien'")
+    assert db.execute(sql).rows == db.execute(gold).rows != []
+    # qualified with a table that is not the key's holder: the key of the one table that has it is followed
+    notes = []
+    sql = prepare_sql("SELECT T2.skin_colour FROM superhero AS T1 INNER JOIN hero_attribute AS T2 ON T1.id = "
+                      "T2.hero_id WHERE T2.attribute_value = 100", db, repairs=notes)
+    assert notes == ["T2.skin_colour -> T3.colour (joined colour on superhero.skin_colour_id)"]
+    assert rows(db, sql) == rows(db, "SELECT c.colour FROM superhero s JOIN hero_attribute h ON s.id = h.hero_id "
+                                     "JOIN colour c ON s.skin_colour_id = c.id WHERE h.attribute_value = 100")
+    # the table already joined on that key is read, not joined again
+    notes = []
+    sql = prepare_sql("SELECT T2.hair_colour FROM superhero AS T1 INNER JOIN colour AS T2 ON T1.hair_colour_id = "
+                      "T2.id WHERE T1.superhero_name = 'Abomination'", db, repairs=notes)
+    assert notes == ["T2.hair_colour -> T2.colour"]
+    assert sql.count("JOIN") == 1 and db.execute(sql).rows == db.execute(
+        "SELECT c.colour FROM superhero s JOIN colour c ON s.hair_colour_id = c.id "
+        "WHERE s.superhero_name = 'Abomination'").rows
+    # with no label column to name (publisher's is publisher_name, its only text column) it still reads it
+    notes = []
+    sql = prepare_sql("SELECT publisher FROM superhero WHERE superhero_name = 'Abomination'", db, repairs=notes)
+    assert db.execute(sql).rows == [("Marvel Comics",)]
+    # a name no key is named like, or user SQL (no repairs asked for): validation names the column, as before
+    with pytest.raises(InvalidQuery, match="colour"):
+        prepare_sql("SELECT colour_name FROM superhero", db, repairs=[])
+    with pytest.raises(InvalidQuery, match="eye_colour"):
+        prepare_sql("SELECT eye_colour FROM superhero", db)
+
+
+def test_a_column_two_joined_tables_hold_equally_is_read_from_either(tox):
+    """``T1.molecule_id`` where T1 (connected) has none, and bond and molecule both have it and are joined on
+    it: both hold the same value, so the first is taken. Not equated, the two are left to the model."""
+    sql, notes = repaired("SELECT COUNT(T2.bond_id) FROM connected AS T1 JOIN bond AS T2 ON T1.bond_id = T2.bond_id "
+                          "JOIN molecule AS T3 ON T2.molecule_id = T3.molecule_id WHERE T1.molecule_id = 'TR006'", tox)
+    assert notes == ["T1.molecule_id -> T2.molecule_id"]
+    assert tox.execute(sql).rows == tox.execute(
+        "SELECT COUNT(b.bond_id) FROM connected c JOIN bond b ON c.bond_id = b.bond_id "
+        "WHERE b.molecule_id = 'TR006'").rows
+    sql, notes = repaired("SELECT COUNT(*) FROM connected AS T1 JOIN bond AS T2 ON T1.bond_id = T2.bond_id "
+                          "JOIN atom AS T3 ON T1.atom_id = T3.atom_id WHERE T1.molecule_id = 'TR006'", tox)
+    assert notes == []

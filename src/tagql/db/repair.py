@@ -39,7 +39,9 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    ``constructorResults`` (``first_name`` is ``FirstName``) when exactly one table (one column of the
    query's tables) has that name up to case and underscores; a table named after the key that points to
    it (``eye_colour`` for ``colour``) or after the two tables it links (``superhero_power`` for
-   ``hero_power``) becomes that table (:func:`repair_unknown_tables`).
+   ``hero_power``) becomes that table (:func:`repair_unknown_tables`); a column named after a key
+   (``eye_colour`` on superhero, which has ``eye_colour_id``) reads the label of the row the key points to
+   (``colour.colour``, joined on that key: :func:`repair_key_named_columns`).
 9. **A ranking by an aggregate without groups** (:func:`repair_missing_group_by`): ``SELECT name ...
    ORDER BY COUNT(*) DESC`` groups by what it selects.
 The repairs that read the question's words (the counted entity, length and calendar-month orderings,
@@ -169,23 +171,109 @@ def repair_column_spelling(tree: exp.Expression, schema: Schema) -> list[str]:
     qualifier's table, when it is qualified), is respelt; a made-up fact (``country`` on a table without
     one) is not a misspelling. Run after :func:`repair_table_spelling`, which makes the tables known."""
     notes: list[str] = []
+    for _select, sources, col in _unknown_columns(tree, schema):
+        owners = [src for src in sources if not col.table or src.alias.lower() == col.table.lower()]
+        found = [(src, c) for src in owners for c in src.table.columns if _squashed(c.name) == _squashed(col.name)]
+        if len(found) == 1:
+            before = col.sql()
+            col.set("this", exp.to_identifier(found[0][1].name))
+            notes.append(f"{before} -> {col.sql()}")
+    return notes
+
+
+def _unknown_columns(tree: exp.Expression, schema: Schema) -> Iterator[tuple[exp.Select, list[_Source], exp.Column]]:
+    """Each column that no table of its SELECT has (nor an output of it), with the SELECT and its tables; a
+    qualified one only when its qualifier is one of those tables."""
     for select in list(tree.find_all(exp.Select)):
         sources = select_sources(select, schema)
         if not sources:
             continue
         outputs = {e.alias.lower() for e in select.expressions if e.alias}
+        aliases = {s.alias.lower() for s in sources}
         for col in _own_columns(select):
-            if not col.name or isinstance(col.this, exp.Star) or col.name.lower() in outputs:
+            name = col.name
+            if (not name or isinstance(col.this, exp.Star) or name.lower() in outputs
+                    or (col.table and col.table.lower() not in aliases)
+                    or any(s.table.column(name) is not None for s in sources)):
                 continue
-            owners = [src for src in sources if not col.table or src.alias.lower() == col.table.lower()]
-            if not owners or any(src.table.column(col.name) is not None for src in sources):
-                continue
-            found = [(src, c) for src in owners for c in src.table.columns if _squashed(c.name) == _squashed(col.name)]
-            if len(found) == 1:
-                before = col.sql()
-                col.set("this", exp.to_identifier(found[0][1].name))
-                notes.append(f"{before} -> {col.sql()}")
+            yield select, sources, col
+
+
+def repair_key_named_columns(tree: exp.Expression, schema: Schema) -> list[str]:
+    """``SELECT eye_colour FROM superhero`` where ``superhero.eye_colour_id`` is a foreign key to ``colour``:
+    a column that no table of its SELECT has, named like a single-column foreign key of exactly one of them
+    (``eye_colour`` ~ ``eye_colour_id``), means the referenced row's label. It becomes the referenced
+    table's label column (named like the column's last word or like the table, else its only text column
+    that is no key): read from the SELECT's join of that table on that key when there is one
+    (``T2.hair_colour`` with ``colour AS T2 ON T1.hair_colour_id = T2.id`` -> ``T2.colour``), else from a new
+    join. Told "did you mean superhero.eye_colour_id or colour.colour?", the 1.5B model wrote
+    ``eye_colour`` again (BIRD train 770, 783). Run after :func:`repair_column_spelling`."""
+    notes: list[str] = []
+    for select, sources, col in _unknown_columns(tree, schema):
+        name = col.name
+        if _outer_has(select, schema, name, None):
+            continue
+        keys = [(s, fk) for s in sources for fk in s.table.foreign_keys
+                if len(fk.columns) == 1 and len(fk.ref_columns) == 1
+                and _squashed(re.sub(r"_?id$", "", fk.columns[0], flags=re.I)) == _squashed(name)]
+        if len(keys) != 1:
+            continue
+        holder, fk = keys[0]
+        ref = schema.table(fk.ref_table)
+        label = _label_column(ref, name) if ref is not None else None
+        if ref is None or label is None:
+            continue
+        joined = _joined_on(select, sources, holder, fk.columns[0], ref, fk.ref_columns[0])
+        wrong = col.sql()
+        if joined is None:
+            _qualify_bare_columns(select, sources)
+            alias = _new_alias(sources, ref.name)
+            node = exp.Table(this=exp.to_identifier(ref.name))
+            if alias != ref.name:
+                node.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+            select.join(node, on=exp.EQ(this=exp.column(fk.columns[0], table=holder.alias),
+                                        expression=exp.column(fk.ref_columns[0], table=alias)), copy=False)
+            joined = _Source(alias, ref)
+            sources.append(joined)
+            how = f" (joined {ref.name} on {holder.table.name}.{fk.columns[0]})"
+        else:
+            how = ""
+        col.set("this", exp.to_identifier(label))
+        col.set("table", exp.to_identifier(joined.alias))
+        notes.append(f"{wrong} -> {col.sql()}{how}")
     return notes
+
+
+def _label_column(table: Table, meant: str) -> str | None:
+    """The column of ``table`` that names its rows, for a column called ``meant`` (``eye_colour``): the one
+    named like ``meant``'s last word or like the table (``colour.colour``), else its only text column that
+    is neither a key nor a primary key."""
+    words = [w for w in re.split(r"_+|(?<=[a-z])(?=[A-Z])", meant) if w]
+    for wanted in (_squashed(words[-1]) if words else "", _squashed(table.name)):
+        named = [c.name for c in table.columns if wanted and _squashed(c.name) == wanted]
+        if len(named) == 1:
+            return named[0]
+    keys = {c.lower() for fk in table.foreign_keys for c in fk.columns}
+    text = [c.name for c in table.columns if holds_text(c) and not c.primary_key and c.name.lower() not in keys]
+    return text[0] if len(text) == 1 else None
+
+
+def _joined_on(select: exp.Select, sources: list[_Source], holder: _Source, key: str, ref: Table,
+               ref_key: str) -> _Source | None:
+    """The source of ``select`` that is ``ref`` joined on ``holder.key = ref.ref_key`` (either way round)."""
+    for join in select.args.get("joins") or []:
+        on = join.args.get("on")
+        for eq in on.find_all(exp.EQ) if on is not None else []:
+            sides = [eq.this, eq.expression]
+            if not all(isinstance(c, exp.Column) for c in sides):
+                continue
+            for mine, theirs in (sides, sides[::-1]):
+                if (mine.table.lower() == holder.alias.lower() and mine.name.lower() == key.lower()
+                        and theirs.name.lower() == ref_key.lower()):
+                    found = [s for s in sources if s.alias.lower() == theirs.table.lower() and s.table.name.lower() == ref.name.lower()]
+                    if found:
+                        return found[0]
+    return None
 
 
 def repair_columns(tree: exp.Expression, schema: Schema, question: str = "") -> list[str]:
@@ -262,6 +350,11 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
                 notes.append(f"{wrong} -> {having[0].alias}.{name}")
             continue
         if having:
+            if qualifier and _all_equated(select, having, name):
+                # T1.molecule_id where T2 (bond) and T3 (molecule) both have it and are joined on it: the same
+                # value, so the first of them is meant as much as any
+                col.set("table", exp.to_identifier(having[0].alias))
+                notes.append(f"{wrong} -> {having[0].alias}.{name}")
             continue
         if not qualifier:
             _qualify_bare_columns(select, sources)  # before a join makes a bare `id` ambiguous
@@ -274,6 +367,28 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
             tables = ", ".join(s.table.name for s in sources[before:])
             notes.append(f"{wrong} -> {joined.alias}.{name} (joined {tables})")
     return notes
+
+
+def _all_equated(select: exp.Select, having: list[_Source], name: str) -> bool:
+    """Whether the JOIN conditions of ``select`` equate ``name`` across all of ``having`` (``T2.k = T3.k``),
+    so that every one of them holds the same value in each joined row."""
+    group = {having[0].alias.lower()}
+    pairs = []
+    for join in select.args.get("joins") or []:
+        on = join.args.get("on")
+        for eq in on.find_all(exp.EQ) if on is not None else []:
+            a, b = eq.this, eq.expression
+            if (isinstance(a, exp.Column) and isinstance(b, exp.Column) and a.name.lower() == name.lower()
+                    and b.name.lower() == name.lower() and eq.find_ancestor(exp.Or) is None):
+                pairs.append((a.table.lower(), b.table.lower()))
+    grew = True
+    while grew:
+        grew = False
+        for a, b in pairs:
+            if (a in group) != (b in group):
+                group |= {a, b}
+                grew = True
+    return {s.alias.lower() for s in having} <= group
 
 
 def _outer_has(select: exp.Select, schema: Schema, column: str, qualifier: str | None) -> bool:
