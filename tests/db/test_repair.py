@@ -485,3 +485,24 @@ def test_a_column_two_joined_tables_hold_equally_is_read_from_either(tox):
     sql, notes = repaired("SELECT COUNT(*) FROM connected AS T1 JOIN bond AS T2 ON T1.bond_id = T2.bond_id "
                           "JOIN atom AS T3 ON T1.atom_id = T3.atom_id WHERE T1.molecule_id = 'TR006'", tox)
     assert notes == []
+
+
+def test_a_joined_table_named_after_a_column_is_dropped_and_its_columns_read_from_that_table(club):
+    """BIRD train 1425: ``department`` is a column of major, not a table; the invented lookup table's join
+    (ON included) goes and ``T2.department`` is read from major. Unknown columns or two owners: left alone."""
+    notes: list[str] = []
+    sql = prepare_sql("SELECT COUNT(T1.major_id) FROM major AS T1 INNER JOIN department AS T2 ON T1.link_to_major = "
+                      "T2.major_id WHERE T2.department = 'School of Applied Sciences, Technology and Education' "
+                      "AND T1.college = 'College of Agriculture and Applied Sciences'", club, repairs=notes)
+    assert notes == ["dropped the join of department, a column of major; T2.* -> T1.*"]
+    assert club.execute(sql).rows == club.execute(
+        "SELECT COUNT(major_id) FROM major WHERE department = 'School of Applied Sciences, Technology and Education' "
+        "AND college = 'College of Agriculture and Applied Sciences'").rows != [(0,)]
+    # the invented table read for a column its namesake lacks: nothing to read it from, validation names it
+    with pytest.raises(InvalidQuery, match="unknown table 'department'"):
+        prepare_sql("SELECT T2.dean FROM major AS T1 JOIN department AS T2 ON T1.department = T2.department",
+                    club, repairs=[])
+    # user SQL is never rewritten
+    with pytest.raises(InvalidQuery, match="unknown table 't_shirt_size'"):
+        prepare_sql("SELECT T1.first_name FROM member AS T1 JOIN t_shirt_size AS T2 ON T1.t_shirt_size = "
+                    "T2.t_shirt_size WHERE T2.t_shirt_size = 'X-Large'", club)

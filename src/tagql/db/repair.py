@@ -39,7 +39,9 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    ``constructorResults`` (``first_name`` is ``FirstName``) when exactly one table (one column of the
    query's tables) has that name up to case and underscores; a table named after the key that points to
    it (``eye_colour`` for ``colour``) or after the two tables it links (``superhero_power`` for
-   ``hero_power``) becomes that table (:func:`repair_unknown_tables`); a column named after a key
+   ``hero_power``) becomes that table (:func:`repair_unknown_tables`); a joined table named after a column
+   of another table of the query is dropped and its columns read there
+   (:func:`repair_tables_named_after_columns`); a column named after a key
    (``eye_colour`` on superhero, which has ``eye_colour_id``) reads the label of the row the key points to
    (``colour.colour``, joined on that key: :func:`repair_key_named_columns`).
 9. **A ranking by an aggregate without groups** (:func:`repair_missing_group_by`): ``SELECT name ...
@@ -121,6 +123,41 @@ def repair_unknown_tables(tree: exp.Expression, schema: Schema) -> list[str]:
         if meant is not None:
             table.set("this", exp.to_identifier(meant))
             notes.append(f"table {name} -> {meant}")
+    return notes
+
+
+def repair_tables_named_after_columns(tree: exp.Expression, schema: Schema) -> list[str]:
+    """``member AS T1 JOIN t_shirt_size AS T2 ON T1.t_shirt_size = T2.t_shirt_size WHERE T2.t_shirt_size =
+    'X-Large'``: a joined table that is no table, named after a column of exactly one other table of its
+    SELECT, is a lookup table the model invented for that column. Its join (with its ON) is dropped and its
+    columns are read from that table, when that table has every one of them (``T2.department`` ->
+    ``T1.department``). Told "unknown table 'department' (major.department is a column)", the 1.5B model
+    joined it again (BIRD train 1425, 1445). Run after :func:`repair_unknown_tables`."""
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    notes: list[str] = []
+    for table in list(tree.find_all(exp.Table)):
+        join, name = table.parent, table.name
+        if (not name or name.lower() in ctes or schema.table(name) is not None or not isinstance(join, exp.Join)
+                or not isinstance(join.parent, exp.Select)):
+            continue
+        select = join.parent
+        from_ = select.args.get("from_") or select.args.get("from")
+        nodes = [from_.this if from_ is not None else None, *[j.this for j in select.args.get("joins") or []]]
+        others = [(n.alias_or_name, schema.table(n.name)) for n in nodes if n is not table]
+        if any(not isinstance(n, exp.Table) for n in nodes) or any(t is None for _, t in others):
+            continue
+        owners = [(alias, t) for alias, t in others if any(_squashed(c.name) == _squashed(name) for c in t.columns)]
+        if len(owners) != 1:
+            continue
+        alias, owner = owners[0]
+        mine = table.alias_or_name.lower()
+        refs = [c for c in select.find_all(exp.Column) if c.table.lower() == mine and c.find_ancestor(exp.Join) is not join]
+        if any(owner.column(c.name) is None for c in refs):
+            continue
+        for c in refs:
+            c.set("table", exp.to_identifier(alias))
+        join.pop()
+        notes.append(f"dropped the join of {name}, a column of {owner.name}; {table.alias_or_name}.* -> {alias}.*")
     return notes
 
 

@@ -21,6 +21,7 @@ from tagql.db.repair import (
     misplaced_values,
     repair_column_spelling,
     repair_key_named_columns,
+    repair_tables_named_after_columns,
     repair_columns,
     repair_conditional_counts,
     repair_missing_group_by,
@@ -139,6 +140,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         repairs += repair_literal_filters(tree)
         repairs += repair_table_spelling(tree, schema)
         repairs += repair_unknown_tables(tree, schema)
+        repairs += repair_tables_named_after_columns(tree, schema)
         repairs += repair_column_spelling(tree, schema)
         repairs += repair_key_named_columns(tree, schema)
         repairs += repair_columns(tree, schema, question)
