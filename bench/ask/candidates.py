@@ -18,6 +18,7 @@ Policies and the temperature are chosen on train and dev only; test is reported 
     python -m bench.ask.candidates --splits dev,test --conditions evidence,none        # both passes
     python -m bench.ask.candidates --splits dev --max-minutes 14                       # a resumable chunk
     python -m bench.ask.candidates --summarize                                         # table from the records
+    python -m bench.ask.candidates --latency-only --latency-ns 1 --records R --out O   # warm p50 of the default
 
 Records go to bench/results/ask/candidates.partial.jsonl (resumable); the table to
 bench/results/ask/candidates.json.
@@ -144,7 +145,7 @@ def latency_pass(args, settings, llm, records_path: Path, deadline: float, conso
     chosen = [qs[i] for i in range(max(map(len, by_db))) for qs in by_db if i < len(qs)][: args.latency_questions]
     chosen.sort(key=lambda q: DBS.index(q["db_id"]))  # one database after the other: its first question is cold
     with records_path.open("a") as out:
-        for n in NS:
+        for n in args.latency_ns:
             if all((n, q["question_id"]) in done for q in chosen):
                 continue
             settings.answer.sql_candidates = n
@@ -247,8 +248,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (resumably) after this long; 0: no limit")
     ap.add_argument("--records", default=str(common.result_path("ask", "candidates")).replace(".json", ".partial.jsonl"))
     ap.add_argument("--out", default=str(common.result_path("ask", "candidates")))
+    ap.add_argument("--latency-ns", default=",".join(map(str, NS)),
+                    help="the N of the latency pass, e.g. 1 for the default configuration alone")
+    ap.add_argument("--latency-only", action="store_true", help="skip the accuracy pass")
     ap.add_argument("--summarize", action="store_true", help="only print the table of the recorded runs")
     args = ap.parse_args(argv)
+    args.latency_ns = [int(n) for n in args.latency_ns.split(",")]
     run = common.Run(__spec__, argv)
     console = Console()
     records_path = Path(args.records)
@@ -259,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
         settings.llm.persist_prefixes = False
         llm = make_llm(settings)
         deadline = time.monotonic() + (args.max_minutes * 60 if args.max_minutes else 1e9)
-        finished = accuracy_pass(args, settings, llm, records_path, deadline, console)
+        finished = args.latency_only or accuracy_pass(args, settings, llm, records_path, deadline, console)
         if finished and args.latency_questions:
             finished = latency_pass(args, settings, llm, records_path, deadline, console)
     records = [json.loads(line) for line in records_path.read_text().splitlines()] if records_path.exists() else []
