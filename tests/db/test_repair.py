@@ -506,3 +506,21 @@ def test_a_joined_table_named_after_a_column_is_dropped_and_its_columns_read_fro
     with pytest.raises(InvalidQuery, match="unknown table 't_shirt_size'"):
         prepare_sql("SELECT T1.first_name FROM member AS T1 JOIN t_shirt_size AS T2 ON T1.t_shirt_size = "
                     "T2.t_shirt_size WHERE T2.t_shirt_size = 'X-Large'", club)
+
+
+def test_a_join_key_the_first_table_lacks_is_bridged_by_the_table_that_has_its_other_columns(tox):
+    """BIRD train 244 / 272: ``connected JOIN molecule ON T1.molecule_id = T2.molecule_id WHERE T1.bond_type``:
+    connected has neither column. Of the tables it links to that have ``molecule_id`` (bond, atom twice), bond
+    also has ``bond_type``: it is joined between them, and ``bond_type`` is read from it."""
+    sql, notes = repaired("SELECT T2.label FROM connected AS T1 INNER JOIN molecule AS T2 ON T1.molecule_id = "
+                          "T2.molecule_id WHERE T1.bond_type = '#'", tox)
+    assert notes == ["T1.molecule_id -> T3.molecule_id (joined bond between molecule and connected)",
+                     "T1.bond_type -> T3.bond_type"]
+    assert sql == ("SELECT T2.label FROM connected AS T1 JOIN bond AS T3 ON T3.bond_id = T1.bond_id "
+                   "INNER JOIN molecule AS T2 ON T3.molecule_id = T2.molecule_id WHERE T3.bond_type = '#'")
+    assert rows(tox, sql) == rows(tox, "SELECT m.label FROM connected c JOIN bond b ON c.bond_id = b.bond_id "
+                                       "JOIN molecule m ON b.molecule_id = m.molecule_id WHERE b.bond_type = '#'") != set()
+    # nothing else read from connected: bond and atom tie, and the model is told
+    sql, notes = repaired("SELECT T2.label FROM connected AS T1 INNER JOIN molecule AS T2 ON T1.molecule_id = "
+                          "T2.molecule_id", tox)
+    assert notes == []

@@ -546,27 +546,30 @@ def _join_owner(
 
 def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking: _Source, other: _Source,
             schema: Schema) -> _Source | None:
-    """``other.k = lacking.k`` in the ON of ``lacking``'s join, where ``lacking`` has no ``k``: the one table
-    that has ``k`` and exactly one foreign key to or from ``lacking`` is joined just before it
+    """``other.k = lacking.k`` in the ON of the later of the two tables' joins, where ``lacking`` has no ``k``:
+    the one table that has ``k`` and a foreign key to or from ``lacking`` is joined between them
     (``atom JOIN bond ON atom.atom_id = bond.atom_id`` -> ``atom JOIN connected ON atom.atom_id =
-    connected.atom_id JOIN bond ON connected.bond_id = bond.bond_id``). None when there is no such join, or
-    no single such table."""
+    connected.atom_id JOIN bond ON connected.bond_id = bond.bond_id``; ``connected JOIN molecule ON
+    connected.molecule_id = molecule.molecule_id`` -> ``connected JOIN bond ON connected.bond_id =
+    bond.bond_id JOIN molecule ON bond.molecule_id = molecule.molecule_id``). Of several such tables, the one
+    that also has the other columns the query reads from ``lacking`` and it lacks (``T1.bond_type`` on
+    connected: bond) when exactly one does. None when there is no such join, or no single such table."""
     joins = select.args.get("joins") or []
-    mine = [j for j in joins if j.this.alias_or_name.lower() == lacking.alias.lower()]
+    later = lacking if sources.index(lacking) > sources.index(other) else other
+    mine = [j for j in joins if j.this.alias_or_name.lower() == later.alias.lower()]
     eq = col.parent
     if len(mine) != 1 or not isinstance(eq, exp.EQ) or eq.find_ancestor(exp.Join) is not mine[0]:
         return None
-    if sources.index(other) > sources.index(lacking):
-        return None  # the key's owner is joined after the table lacking it: its ON cannot reach it yet
     name = col.name
-    links = _links(schema)
     used = {s.table.name.lower() for s in sources}
-    candidates = []
-    for link in links.get(lacking.table.name.lower(), []):
-        bridge = schema.table(link.b)
-        if bridge is None or bridge.name.lower() in used or bridge.column(name) is None:
-            continue
-        candidates.append((bridge, link))
+    candidates = [(schema.table(link.b), link) for link in _links(schema).get(lacking.table.name.lower(), [])]
+    candidates = [(t, link) for t, link in candidates
+                  if t is not None and t.name.lower() not in used and t.column(name) is not None]
+    if len(candidates) > 1:
+        wanted = {c.name for c in select.find_all(exp.Column) if c.table.lower() == lacking.alias.lower()
+                  and c.name.lower() != name.lower() and lacking.table.column(c.name) is None}
+        fits = [(t, link) for t, link in candidates if wanted and all(t.column(w) is not None for w in wanted)]
+        candidates = fits or candidates
     if len(candidates) != 1:
         return None
     bridge, link = candidates[0]
@@ -577,12 +580,14 @@ def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking
     node = exp.Table(this=exp.to_identifier(bridge.name))
     if alias != bridge.name:
         node.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
-    # the bridge takes the old ON (now reaching it); the table lacking the key joins the bridge by its link
-    old_on = mine[0].args.get("on")
-    mine[0].set("on", on)
-    joins.insert(joins.index(mine[0]), exp.Join(this=node, on=old_on))
     added = _Source(alias, bridge)
-    sources.insert(sources.index(lacking), added)
+    if later is lacking:  # the bridge takes the old ON (now reaching it); lacking joins the bridge by its link
+        old_on = mine[0].args.get("on")
+        mine[0].set("on", on)
+        joins.insert(joins.index(mine[0]), exp.Join(this=node, on=old_on))
+    else:  # the bridge joins lacking by its link, just before other, whose ON now reaches the bridge
+        joins.insert(joins.index(mine[0]), exp.Join(this=node, on=on))
+    sources.insert(sources.index(later), added)
     return added
 
 
