@@ -524,3 +524,24 @@ def test_a_join_key_the_first_table_lacks_is_bridged_by_the_table_that_has_its_o
     sql, notes = repaired("SELECT T2.label FROM connected AS T1 INNER JOIN molecule AS T2 ON T1.molecule_id = "
                           "T2.molecule_id", tox)
     assert notes == []
+
+
+def test_a_join_on_a_key_the_first_table_lacks_takes_the_key_it_references_or_its_bridge(club):
+    """BIRD train 1411: ``member.link_to_member = expense.link_to_member``; member has no such column, and
+    expense's references ``member.member_id``: that is the column meant. Train 1350: ``expense.link_to_event
+    = event.event_id``; expense has no link_to_event; of the tables whose link_to_event references
+    event.event_id (budget, attendance), budget has a key from expense: it is joined between them."""
+    sql, notes = repaired("SELECT T1.first_name FROM member AS T1 INNER JOIN expense AS T2 ON T1.link_to_member = "
+                          "T2.link_to_member WHERE T2.cost > 50", club)
+    assert notes == ["T1.link_to_member -> T1.member_id (what T2.link_to_member references)"]
+    assert rows(club, sql) == rows(club, "SELECT m.first_name FROM member m JOIN expense e ON m.member_id = "
+                                         "e.link_to_member WHERE e.cost > 50") != set()
+    sql, notes = repaired("SELECT T2.status FROM expense AS T1 INNER JOIN event AS T2 ON T1.link_to_event = "
+                          "T2.event_id WHERE T1.expense_description = 'Post Cards, Posters'", club)
+    assert notes == ["T1.link_to_event -> T3.link_to_event (joined budget between event and expense)"]
+    assert sql == ("SELECT T2.status FROM expense AS T1 JOIN budget AS T3 ON T3.budget_id = T1.link_to_budget "
+                   "INNER JOIN event AS T2 ON T3.link_to_event = T2.event_id "
+                   "WHERE T1.expense_description = 'Post Cards, Posters'")
+    assert rows(club, sql) == rows(club, "SELECT v.status FROM expense e JOIN budget b ON e.link_to_budget = "
+                                         "b.budget_id JOIN event v ON b.link_to_event = v.event_id "
+                                         "WHERE e.expense_description = 'Post Cards, Posters'") != set()

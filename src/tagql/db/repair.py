@@ -373,9 +373,15 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
         wrong = f"{qualifier}.{name}" if qualifier else name
         if len(having) == 1:
             if qualifier and equated_namesake(col) == having[0].alias.lower():
-                # T1.k = T2.k where T2 lacks k: re-qualified, it would read T1.k = T1.k (always true) and the
-                # model would be told of a condition it never wrote; the one table that has k and a foreign
-                # key to T2 is joined between them, else validation names the missing key
+                # T1.k = T2.k where T1 lacks k: re-qualified, it would read T2.k = T2.k (always true) and the
+                # model would be told of a condition it never wrote. When T2.k is a key to T1's table, T1's
+                # referenced column is meant; else the one table that has k and a foreign key to T1 is joined
+                # between them, else validation names the missing key
+                referenced = _referenced_by(having[0].table, name, by_alias[qualifier.lower()].table)
+                if referenced is not None:
+                    col.set("this", exp.to_identifier(referenced))
+                    notes.append(f"{wrong} -> {qualifier}.{referenced} (what {having[0].alias}.{name} references)")
+                    continue
                 bridged = _bridge(select, sources, col, by_alias[qualifier.lower()], having[0], schema)
                 if bridged is not None:
                     by_alias[bridged.alias.lower()] = bridged
@@ -393,6 +399,16 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
                 col.set("table", exp.to_identifier(having[0].alias))
                 notes.append(f"{wrong} -> {having[0].alias}.{name}")
             continue
+        if qualifier and qualifier.lower() in by_alias:
+            # T1.link_to_event = T2.event_id where T1 (expense) lacks the key: the one table with that key to
+            # T2's column and a foreign key to T1 is joined between them (budget)
+            partner = _compared_source(col, sources)
+            bridged = partner and _bridge(select, sources, col, by_alias[qualifier.lower()], partner, schema)
+            if bridged:
+                by_alias[bridged.alias.lower()] = bridged
+                notes.append(f"{wrong} -> {bridged.alias}.{name} (joined {bridged.table.name} between "
+                             f"{partner.table.name} and {by_alias[qualifier.lower()].table.name})")
+                continue
         if not qualifier:
             _qualify_bare_columns(select, sources)  # before a join makes a bare `id` ambiguous
         before = len(sources)
@@ -562,9 +578,12 @@ def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking
         return None
     name = col.name
     used = {s.table.name.lower() for s in sources}
+    partner = eq.expression if eq.this is col else eq.this
     candidates = [(schema.table(link.b), link) for link in _links(schema).get(lacking.table.name.lower(), [])]
     candidates = [(t, link) for t, link in candidates
-                  if t is not None and t.name.lower() not in used and t.column(name) is not None]
+                  if t is not None and t.name.lower() not in used and t.column(name) is not None
+                  and (not isinstance(partner, exp.Column) or partner.name.lower() == name.lower()
+                       or _referenced_by(t, name, other.table) == partner.name)]
     if len(candidates) > 1:
         wanted = {c.name for c in select.find_all(exp.Column) if c.table.lower() == lacking.alias.lower()
                   and c.name.lower() != name.lower() and lacking.table.column(c.name) is None}
@@ -589,6 +608,27 @@ def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking
         joins.insert(joins.index(mine[0]), exp.Join(this=node, on=on))
     sources.insert(sources.index(later), added)
     return added
+
+
+def _referenced_by(table: Table, key: str, target: Table) -> str | None:
+    """The column of ``target`` that ``table.key`` references, when ``key`` is a one-column foreign key to it."""
+    for fk in table.foreign_keys:
+        if ([c.lower() for c in fk.columns] == [key.lower()] and fk.ref_table.lower() == target.name.lower()
+                and len(fk.ref_columns) == 1 and target.column(fk.ref_columns[0]) is not None):
+            return target.column(fk.ref_columns[0]).name  # type: ignore[union-attr]
+    return None
+
+
+def _compared_source(col: exp.Column, sources: list[_Source]) -> _Source | None:
+    """In a JOIN's ``col = X.j``: the source X, when it is another table of the SELECT that has ``j``."""
+    eq = col.parent
+    if not isinstance(eq, exp.EQ) or eq.find_ancestor(exp.Join) is None:
+        return None
+    other = eq.expression if eq.this is col else eq.this
+    if not isinstance(other, exp.Column) or not other.table:
+        return None
+    found = [s for s in sources if s.alias.lower() == other.table.lower() and s.table.column(other.name) is not None]
+    return found[0] if found and found[0].alias.lower() != (col.table or "").lower() else None
 
 
 def _through_a_parent(path: list[_Link]) -> bool:
