@@ -202,6 +202,21 @@ def test_a_constant_another_table_stores_moves_there_with_the_join(club):
     assert one(club, prepare_sql(sql, club, repairs=[], question=q)) == pytest.approx(1234.73)
 
 
+def test_a_constant_two_tables_store_is_compared_where_the_query_reaches_it(tox):
+    """BIRD train 312 / 249: a bond id compared with molecule_id. bond.bond_id and connected.bond_id both store
+    it; from molecule only bond is one key away, and from atom only connected is, by the key named like the
+    column it references (``atom_id``, not the second atom's ``atom_id2``)."""
+    fixed, notes = apply(repair_value_by_join, "SELECT label FROM molecule WHERE molecule_id = 'TR001_2_4'", tox)
+    assert fixed == ("SELECT label FROM molecule JOIN bond ON molecule.molecule_id = bond.molecule_id "
+                     "WHERE bond.bond_id = 'TR001_2_4'")
+    assert notes[0].endswith("(the data stores 'TR001_2_4' in bond.bond_id)") and tox.execute(fixed).rows == [("+",)]
+    fixed, _ = apply(repair_value_by_join, "SELECT element FROM atom WHERE molecule_id = 'TR144_8_19'", tox)
+    assert fixed == ("SELECT element FROM atom JOIN connected ON atom.atom_id = connected.atom_id "
+                     "WHERE connected.bond_id = 'TR144_8_19'")
+    assert sorted(tox.execute(fixed).rows) == sorted(tox.execute(
+        "SELECT a.element FROM connected c JOIN atom a ON c.atom_id = a.atom_id WHERE c.bond_id = 'TR144_8_19'").rows)
+
+
 @pytest.mark.parametrize("sql", [
     # stored where it is compared
     "SELECT SUM(cost) FROM expense WHERE expense_description = 'Pizza'",

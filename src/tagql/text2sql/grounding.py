@@ -397,6 +397,10 @@ def repair_value_by_join(tree: exp.Expression, db: Database, *, timeout_s: float
             holders = [h.split(".", 1) for h in columns_holding(db, lit, timeout_s=timeout_s)]
             if any(t.lower() == owner.name.lower() for t, _ in holders):
                 continue  # a sibling column of the same table holds it: misplaced_values' case
+            if len(holders) > 1:  # bond.bond_id and connected.bond_id: the one the query's tables reach
+                reached = [h for h in holders if (t := schema.table(h[0])) is not None
+                           and (any(x is t for x in tables.values()) or _one_link(tables, t) is not None)]
+                holders = reached if len(reached) == 1 else holders
             if len(holders) != 1:
                 continue
             target = schema.table(holders[0][0])
@@ -409,8 +413,8 @@ def repair_value_by_join(tree: exp.Expression, db: Database, *, timeout_s: float
                 alias = present[0]
             else:
                 link = _one_link(tables, target)
-                bare = {c.name.lower() for c in select.find_all(exp.Column)
-                        if not c.table and c.find_ancestor(exp.Select) is select}
+                bare = {c.name.lower() for c in select.find_all(exp.Column)  # but the column being replaced
+                        if not c.table and c.find_ancestor(exp.Select) is select and c is not col}
                 if link is None or any(target.column(name) for name in bare):
                     continue  # no single link, or a bare column the join would make ambiguous
                 src_alias, src_col, tgt_col = link
@@ -439,7 +443,8 @@ def _stores(db: Database, table: str, column: str, value: str, timeout_s: float)
 
 def _one_link(tables: dict[str, Table], target: Table) -> tuple[str, str, str] | None:
     """(alias, its column, target's column) of the one one-column foreign key between a table of the
-    query and ``target`` (either direction); None when there is none or more than one."""
+    query and ``target`` (either direction), or of the one of several named like the column it references;
+    None when there is none or no single one."""
     links = []
     for alias, t in tables.items():
         for fk in t.foreign_keys:
@@ -448,4 +453,6 @@ def _one_link(tables: dict[str, Table], target: Table) -> tuple[str, str, str] |
         for fk in target.foreign_keys:
             if len(fk.columns) == 1 and fk.ref_table.lower() == t.name.lower():
                 links.append((alias, fk.ref_columns[0], fk.columns[0]))
+    if len(links) > 1:  # connected.atom_id and atom_id2 both to atom: the key named like what it references
+        links = [link for link in links if link[1].lower() == link[2].lower()]
     return links[0] if len(links) == 1 else None
