@@ -191,3 +191,21 @@ def test_word_count_repair_leaves_other_comparisons_alone(where, question):
     tree = sqlglot.parse_one(f"SELECT n FROM t WHERE {where}", read="sqlite")
     before = tree.sql()
     assert repair_word_count(tree, question) == [] and tree.sql() == before
+
+
+def test_a_number_of_decimal_places_the_question_states_rounds_the_computed_outputs(tox):
+    """BIRD train 227: "... as a percentage with three decimal places" written without ROUND."""
+    question = "What is the percentage of molecules that are carcinogenic? Please provide your answer as a percentage with three decimal places."
+    notes: list[str] = []
+    sql = prepare_sql("SELECT CAST(SUM(CASE WHEN label = '+' THEN 1 ELSE 0 END) AS REAL) * 100 / COUNT(*) AS pct "
+                      "FROM molecule", tox, repairs=notes, question=question)
+    assert notes == ["output 1 rounded to 3 decimal places, as the question asks"]
+    assert sql.startswith("SELECT ROUND(") and sql.endswith(", 3) AS pct FROM molecule")
+    assert tox.execute(sql).rows == [(44.315,)]
+    # a count, a plain column, an output already rounded, or no number of places stated: left as written
+    for written, asked in [("SELECT COUNT(*) FROM molecule", question),
+                           ("SELECT ROUND(AVG(LENGTH(molecule_id)), 1) FROM molecule", question),
+                           ("SELECT AVG(LENGTH(molecule_id)) FROM molecule", "What is the average id length?")]:
+        notes = []
+        prepare_sql(written, tox, repairs=notes, question=asked)
+        assert not any("decimal places" in n for n in notes)

@@ -53,6 +53,7 @@ from tagql.text2sql.repair import (
     quote_apostrophes,
     repair_counted_entity,
     repair_date_parts,
+    repair_decimal_places,
     repair_length_order,
     repair_listed_values,
     repair_month_order,
@@ -161,6 +162,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
             repairs += repair_date_parts(tree)
             repairs += repair_month_order(tree, question)
         repairs += repair_word_count(tree, question)
+        repairs += repair_decimal_places(tree, question)
         same = self_comparisons(tree)
         if same:
             raise InvalidQuery(f"the condition {same[0]} compares a column with itself (always true): "

@@ -330,3 +330,33 @@ def repair_word_count(tree: exp.Expression, question: str) -> list[str]:
     before = cmp.sql()
     cmp.replace(new)
     return [f"{before} -> {new.sql()} (the question: {m.group(0)!r})"]
+
+
+_DECIMALS = re.compile(rf"\b{_N} decimal (?:places?|points?|digits?)\b|\brounded? to {_N} decimals?\b", re.IGNORECASE)
+
+
+def repair_decimal_places(tree: exp.Expression, question: str) -> list[str]:
+    """"Please provide your answer as a percentage with three decimal places" written without ``ROUND``
+    (BIRD train 227, 255): the rows then hold 44.31486880466473 where 44.315 was asked for. When the
+    question states one number of decimal places, each computed number the top-level SELECT outputs (a
+    division, an average, a cast to REAL, arithmetic; not a plain column or a count) that is not already
+    rounded is wrapped in ``ROUND(x, n)``, keeping its output name."""
+    stated = {next(g for g in m.groups() if g).lower() for m in _DECIMALS.finditer(question or "")}
+    select = tree if isinstance(tree, exp.Select) else None
+    if len(stated) != 1 or select is None:
+        return []
+    word = stated.pop()
+    n = int(word) if word.isdigit() else _NUMBER_WORDS[word]
+    notes = []
+    for i, item in enumerate(list(select.expressions)):
+        value = item.this if isinstance(item, exp.Alias) else item
+        computed = isinstance(value, (exp.Div, exp.Mul, exp.Add, exp.Sub, exp.Avg, exp.Cast, exp.Paren))
+        if not computed or value.find(exp.Round) is not None:
+            continue
+        rounded = exp.Round(this=value.copy(), decimals=exp.Literal.number(n))
+        if isinstance(item, exp.Alias):
+            item.set("this", rounded)
+        else:
+            item.replace(rounded)
+        notes.append(f"output {i + 1} rounded to {n} decimal places, as the question asks")
+    return notes
