@@ -26,6 +26,7 @@ def test_serves_on_loopback_then_stops() -> None:
         httpx.get(f"{url}/ping", timeout=2)
 
 
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_an_app_that_fails_to_start_raises() -> None:
     @asynccontextmanager
     async def broken(_app: FastAPI):

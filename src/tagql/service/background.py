@@ -23,7 +23,14 @@ def serve_in_thread(app: Any, *, log_level: str = "warning", start_timeout_s: fl
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level, **config))
-    thread = threading.Thread(target=server.run, daemon=True)
+
+    def run() -> None:
+        try:
+            server.run()
+        except SystemExit:  # uvicorn exits when the app fails to start: the caller gets the RuntimeError below
+            pass
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout_s
     while not server.started:
