@@ -80,6 +80,33 @@ def _squashed(name: str) -> str:
     return re.sub(r"[\W_]+", "", name).lower()
 
 
+def _key_stem(column: str) -> str:
+    """What a key column is named after: ``eye_colour_id`` -> ``eyecolour`` (squashed, without ``_id``)."""
+    return _squashed(re.sub(r"_?id$", "", column, flags=re.I))
+
+
+def _name_words(name: str) -> list[str]:
+    """The words of a name written with underscores or in camel case: ``superhero_power``, ``eyeColour``."""
+    return [w for w in re.split(r"_+|(?<=[a-z])(?=[A-Z])", name) if w]
+
+
+def table_node(name: str, alias: str) -> exp.Table:
+    """A table reference to join: ``name``, aliased when ``alias`` differs from it."""
+    node = exp.Table(this=exp.to_identifier(name))
+    if alias != name:
+        node.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+    return node
+
+
+def _join_equalities(select: exp.Select) -> Iterator[exp.EQ]:
+    """The column = column equalities in the ON clauses of ``select``'s joins."""
+    for join in select.args.get("joins") or []:
+        on = join.args.get("on")
+        for eq in on.find_all(exp.EQ) if on is not None else []:
+            if isinstance(eq.this, exp.Column) and isinstance(eq.expression, exp.Column):
+                yield eq
+
+
 def repair_table_spelling(tree: exp.Expression, schema: Schema) -> list[str]:
     """``constructor_results`` where the table is ``constructorResults``: a table name that is no table,
     but is exactly one table's name once case, underscores and spaces are ignored, is respelt. Told
@@ -171,7 +198,7 @@ def _pointed_to(table: exp.Table, schema: Schema) -> str | None:
     for other in select.find_all(exp.Table):
         known = schema.table(other.name) if other is not table and other.find_ancestor(exp.Select) is select else None
         for fk in known.foreign_keys if known else []:
-            if len(fk.columns) == 1 and _squashed(re.sub(r"_?id$", "", fk.columns[0], flags=re.I)) == wanted:
+            if len(fk.columns) == 1 and _key_stem(fk.columns[0]) == wanted:
                 ref = schema.table(fk.ref_table)
                 if ref is not None:
                     targets.add(ref.name)
@@ -180,7 +207,7 @@ def _pointed_to(table: exp.Table, schema: Schema) -> str | None:
 
 def _junction_named(name: str, schema: Schema) -> str | None:
     """The one table with foreign keys to both tables that the two parts of ``name`` name."""
-    words = [w for w in re.split(r"_+|(?<=[a-z])(?=[A-Z])", name) if w]
+    words = _name_words(name)
 
     def named(part: str) -> set[str]:
         exact = {t.name.lower() for t in schema.tables if _squashed(t.name) == part}
@@ -252,7 +279,7 @@ def repair_key_named_columns(tree: exp.Expression, schema: Schema) -> list[str]:
             continue
         keys = [(s, fk) for s in sources for fk in s.table.foreign_keys
                 if len(fk.columns) == 1 and len(fk.ref_columns) == 1
-                and _squashed(re.sub(r"_?id$", "", fk.columns[0], flags=re.I)) == _squashed(name)]
+                and _key_stem(fk.columns[0]) == _squashed(name)]
         if len(keys) != 1:
             continue
         holder, fk = keys[0]
@@ -265,9 +292,7 @@ def repair_key_named_columns(tree: exp.Expression, schema: Schema) -> list[str]:
         if joined is None:
             _qualify_bare_columns(select, sources)
             alias = _new_alias(sources, ref.name)
-            node = exp.Table(this=exp.to_identifier(ref.name))
-            if alias != ref.name:
-                node.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+            node = table_node(ref.name, alias)
             select.join(node, on=exp.EQ(this=exp.column(fk.columns[0], table=holder.alias),
                                         expression=exp.column(fk.ref_columns[0], table=alias)), copy=False)
             joined = _Source(alias, ref)
@@ -285,7 +310,7 @@ def _label_column(table: Table, meant: str) -> str | None:
     """The column of ``table`` that names its rows, for a column called ``meant`` (``eye_colour``): the one
     named like ``meant``'s last word or like the table (``colour.colour``), else its only text column that
     is neither a key nor a primary key."""
-    words = [w for w in re.split(r"_+|(?<=[a-z])(?=[A-Z])", meant) if w]
+    words = _name_words(meant)
     for wanted in (_squashed(words[-1]) if words else "", _squashed(table.name)):
         named = [c.name for c in table.columns if wanted and _squashed(c.name) == wanted]
         if len(named) == 1:
@@ -298,18 +323,15 @@ def _label_column(table: Table, meant: str) -> str | None:
 def _joined_on(select: exp.Select, sources: list[_Source], holder: _Source, key: str, ref: Table,
                ref_key: str) -> _Source | None:
     """The source of ``select`` that is ``ref`` joined on ``holder.key = ref.ref_key`` (either way round)."""
-    for join in select.args.get("joins") or []:
-        on = join.args.get("on")
-        for eq in on.find_all(exp.EQ) if on is not None else []:
-            sides = [eq.this, eq.expression]
-            if not all(isinstance(c, exp.Column) for c in sides):
-                continue
-            for mine, theirs in (sides, sides[::-1]):
-                if (mine.table.lower() == holder.alias.lower() and mine.name.lower() == key.lower()
-                        and theirs.name.lower() == ref_key.lower()):
-                    found = [s for s in sources if s.alias.lower() == theirs.table.lower() and s.table.name.lower() == ref.name.lower()]
-                    if found:
-                        return found[0]
+    for eq in _join_equalities(select):
+        sides = [eq.this, eq.expression]
+        for mine, theirs in (sides, sides[::-1]):
+            if (mine.table.lower() == holder.alias.lower() and mine.name.lower() == key.lower()
+                    and theirs.name.lower() == ref_key.lower()):
+                found = [s for s in sources if s.alias.lower() == theirs.table.lower()
+                         and s.table.name.lower() == ref.name.lower()]
+                if found:
+                    return found[0]
     return None
 
 
@@ -426,14 +448,8 @@ def _all_equated(select: exp.Select, having: list[_Source], name: str) -> bool:
     """Whether the JOIN conditions of ``select`` equate ``name`` across all of ``having`` (``T2.k = T3.k``),
     so that every one of them holds the same value in each joined row."""
     group = {having[0].alias.lower()}
-    pairs = []
-    for join in select.args.get("joins") or []:
-        on = join.args.get("on")
-        for eq in on.find_all(exp.EQ) if on is not None else []:
-            a, b = eq.this, eq.expression
-            if (isinstance(a, exp.Column) and isinstance(b, exp.Column) and a.name.lower() == name.lower()
-                    and b.name.lower() == name.lower() and eq.find_ancestor(exp.Or) is None):
-                pairs.append((a.table.lower(), b.table.lower()))
+    pairs = [(eq.this.table.lower(), eq.expression.table.lower()) for eq in _join_equalities(select)
+             if eq.this.name.lower() == name.lower() == eq.expression.name.lower() and eq.find_ancestor(exp.Or) is None]
     grew = True
     while grew:
         grew = False
@@ -550,9 +566,7 @@ def _join_owner(
             exp.EQ(this=exp.column(a, table=left), expression=exp.column(b, table=alias))
             for a, b in zip(link.a_cols, link.b_cols, strict=True)
         ])
-        node = exp.Table(this=exp.to_identifier(link.b))
-        if alias != link.b:
-            node.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+        node = table_node(link.b, alias)
         select.join(node, on=on, copy=False)
         added = _Source(alias, schema.table(link.b))  # type: ignore[arg-type]
         sources.append(added)
@@ -596,9 +610,7 @@ def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking
     col.set("table", exp.to_identifier(alias))
     on = exp.and_(*[exp.EQ(this=exp.column(b, table=alias), expression=exp.column(a, table=lacking.alias))
                     for a, b in zip(link.a_cols, link.b_cols, strict=True)])
-    node = exp.Table(this=exp.to_identifier(bridge.name))
-    if alias != bridge.name:
-        node.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+    node = table_node(bridge.name, alias)
     added = _Source(alias, bridge)
     if later is lacking:  # the bridge takes the old ON (now reaching it); lacking joins the bridge by its link
         old_on = mine[0].args.get("on")

@@ -384,7 +384,7 @@ def repair_value_by_join(tree: exp.Expression, db: Database, *, timeout_s: float
     one other table stores verbatim, is moved to that column: the table is joined on the one foreign
     key between it and the query's tables (or its alias used, when the query already reads it). Without
     exactly one such column and one such link the query is left for the model (``misplaced_values``)."""
-    from tagql.db.repair import columns_holding
+    from tagql.db.repair import columns_holding, table_node
 
     notes: list[str] = []
     schema = db.schema
@@ -419,11 +419,8 @@ def repair_value_by_join(tree: exp.Expression, db: Database, *, timeout_s: float
                     continue  # no single link, or a bare column the join would make ambiguous
                 src_alias, src_col, tgt_col = link
                 alias = _fresh_alias(tables, target.name)
-                node = exp.Table(this=exp.to_identifier(target.name))
-                if alias != target.name:
-                    node.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
-                select.join(node, on=exp.EQ(this=exp.column(src_col, table=src_alias),
-                                            expression=exp.column(tgt_col, table=alias)), copy=False)
+                on = exp.EQ(this=exp.column(src_col, table=src_alias), expression=exp.column(tgt_col, table=alias))
+                select.join(table_node(target.name, alias), on=on, copy=False)
                 tables[alias] = target
             new = exp.column(holders[0][1], table=alias)
             notes.append(f"{col.sql()} = {lit!r} -> {new.sql()} = {lit!r} (the data stores {lit!r} in "
