@@ -41,7 +41,10 @@ MERGED_SQL = ("SELECT COUNT(*) FROM drivers AS d JOIN country AS c ON d.national
 
 
 def matcher(messages) -> str:
-    """The LM's side of a value match: each numbered item -> the allowed value it means."""
+    """The LM's side of a value match: each numbered item -> the allowed value it means (the free naming
+    pass first, :func:`namer`)."""
+    if messages[0].content.startswith("You say which"):
+        return namer(messages)
     items = re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)
     allowed = re.search(r"allowed answers are these values:\n(.*)\n", messages[0].content).group(1).split("; ")
     back = {v: k for k, v in NATIONALITY.items()}
@@ -50,6 +53,12 @@ def matcher(messages) -> str:
         want = NATIONALITY.get(v) or back.get(v)
         out[n] = want if want in allowed else "none"
     return json.dumps(out)
+
+
+def namer(messages) -> str:
+    """The LM's side of the free naming pass: each item -> the country it means (a name stays itself)."""
+    items = re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)
+    return json.dumps({n: NATIONALITY.get(v, v) for n, v in items})
 
 
 def scripted(plan: str = PLAN, racing: str = RACING_SQL, geo: str = GEO_SQL, final: str = FINAL_SQL,
@@ -62,7 +71,7 @@ def scripted(plan: str = PLAN, racing: str = RACING_SQL, geo: str = GEO_SQL, fin
             return pick
         if "CREATE TABLE drivers" in head and "CREATE TABLE country" in head:
             return merged
-        if head.startswith("You match names"):
+        if head.startswith(("You match names", "You say which")):
             return matcher(messages)
         if "CREATE TABLE joined" in head:
             return final
@@ -112,12 +121,13 @@ def test_values_written_differently_are_matched_by_the_lm_batched_and_cached(tmp
     llm = ScriptedLLM(matcher)
     cache = OpCache(tmp_path / "ops.sqlite")
     out = join_results(left, right, key="country", engine=engine_for(llm, cache))
-    # the side with fewer unmatched values (geo: 3) is matched into the other's values: one batch, one call
-    assert out.lm_side == "geo" and llm.usage.calls == 1
+    # the side with fewer unmatched values (geo: 3) is matched into the other's values: one batch, named
+    # freely first (a country name is no adjective: no hit), then one constrained call
+    assert out.lm_side == "geo" and llm.usage.calls == 2
     assert out.lm_matched == {"Spanish": "Spain", "Argentine": "Argentina", "Mexican": "Mexico"}
     assert sorted(r[0] for r in out.rows) == [1, 2, 3, 5]
     # the reply is constrained to the other side's values or none
-    schema = llm.constraints[0]
+    schema = llm.constraints[1]
     assert schema["properties"]["1"]["enum"][-1] == "none" and "Spanish" in schema["properties"]["1"]["enum"]
     again = ScriptedLLM(matcher)
     assert join_results(left, right, key="country", engine=engine_for(again, cache)).lm_matched == out.lm_matched
@@ -126,10 +136,18 @@ def test_values_written_differently_are_matched_by_the_lm_batched_and_cached(tmp
 
 def test_match_values_batches_and_ignores_answers_outside_the_options():
     values = [f"v{i}" for i in range(10)]
-    llm = ScriptedLLM(lambda m: json.dumps({n: ("A" if n == "1" else "Zed") for n in
-                                            re.findall(r"(\d+)\. <item>", m[-1].content)}))
+    def reply(m) -> str:  # the free naming pass names nothing that is an option; the constrained one picks
+        numbers = re.findall(r"(\d+)\. <item>", m[-1].content)
+        free = m[0].content.startswith("You say which")
+        return json.dumps({n: ("A" if n == "1" and not free else "Zed") for n in numbers})
+    llm = ScriptedLLM(reply)
     found = match_values(values, ["A", "B"], "thing", engine_for(llm), batch=8)
-    assert llm.usage.calls == 2 and found == {"v0": "A", "v8": "A"}  # "Zed" is no option: no match
+    # two batches in each pass; "Zed" is no option: no match
+    assert llm.usage.calls == 4 and found == {"v0": "A", "v8": "A"}
+    # a value the free pass names as an option is not asked again
+    llm = ScriptedLLM(lambda m: json.dumps({n: "the B" for n in re.findall(r"(\d+)\. <item>", m[-1].content)}))
+    assert match_values(values, ["A", "B"], "thing", engine_for(llm), batch=8) == dict.fromkeys(values, "B")
+    assert llm.usage.calls == 2
 
 
 def test_join_of_an_empty_sub_result_is_one_line():
@@ -329,29 +347,35 @@ def test_without_duckdb_the_error_says_how_to_install_it(monkeypatch):
     assert 'pip install -e ".[duckdb]"' in str(err.value)
 
 
-def test_a_join_on_a_code_column_shows_the_lm_what_each_code_stands_for(tmp_path: Path):
+def test_a_join_on_a_code_column_is_matched_by_what_each_code_stands_for(tmp_path: Path):
     import sqlite3
 
     racing, geo = tmp_path / "racing.sqlite", tmp_path / "geo.sqlite"
     with sqlite3.connect(racing) as con:
         con.execute("CREATE TABLE drivers (driverId INTEGER PRIMARY KEY, nationality TEXT)")
-        con.executemany("INSERT INTO drivers VALUES (?, ?)", [(1, "Spanish"), (2, "German"), (3, "Spanish")])
+        # more distinct nationalities (5) than codes (3): the codes are still the side matched into
+        con.executemany("INSERT INTO drivers VALUES (?, ?)", [(1, "Spanish"), (2, "German"), (3, "Spanish"),
+                                                              (4, "Japanese"), (5, "Italian"), (6, "French")])
     with sqlite3.connect(geo) as con:
         con.execute("CREATE TABLE country (Code TEXT PRIMARY KEY, Name TEXT, Continent TEXT)")
         con.execute("CREATE TABLE lang (CountryCode TEXT REFERENCES country(Code), Language TEXT)")
         con.executemany("INSERT INTO country VALUES (?, ?, ?)",
                         [("ESP", "Spain", "Europe"), ("DEU", "Germany", "Europe"), ("JPN", "Japan", "Asia")])
         con.executemany("INSERT INTO lang VALUES (?, ?)", [("ESP", "Spanish"), ("DEU", "German"), ("JPN", "Japanese")])
-    seen = []
+    seen, asked = [], []
 
     def reply(messages) -> str:
         head = messages[0].content
         if head.startswith("You pick"):
             return '"racing + geo"'
+        items = re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)
+        if head.startswith("You say which"):  # the free pass names one of them
+            asked.extend(v for _, v in items)
+            return json.dumps({n: {"Japanese": "Japan", "Italian": "Italy"}.get(v, "none") for n, v in items})
         if head.startswith("You match names"):
             seen.append(head)
-            codes = {"Spanish": "ESP", "German": "DEU"}
-            return json.dumps({n: codes.get(v, "none") for n, v in re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)})
+            names = {"Spanish": "Spain", "German": "Germany"}
+            return json.dumps({n: names.get(v, "none") for n, v in items})
         return "SELECT COUNT(*) FROM drivers AS T1 JOIN lang AS T2 ON T1.nationality = T2.CountryCode WHERE T2.Language = 'Spanish'"
     llm = ScriptedLLM(reply)
     dbs = {"racing": racing, "geo": geo}
@@ -359,7 +383,32 @@ def test_a_join_on_a_code_column_shows_the_lm_what_each_code_stands_for(tmp_path
                         llm=llm, open_db=lambda n: open_database(dbs[n], name=n), engine=engine_for(llm),
                         workdir=tmp_path / "w")
     assert out.result.rows == [(2,)]
-    assert "ESP = Spain" in seen[0] and "DEU = Germany" in seen[0]  # the code's name, through the foreign key
+    # the LM chooses among the codes' names (through the foreign key), never the codes themselves
+    assert "Spain" in seen[0] and "Germany" in seen[0] and "ESP" not in seen[0]
+    assert sorted(asked) == ["French", "German", "Italian", "Japanese", "Spanish"]  # the names are matched
+    (join,) = out.value_joins
+    assert join["rewritten"] == "drivers" and join["lm_matched"] == {
+        "Spanish": "ESP", "German": "DEU", "Japanese": "JPN"}  # Italy is no option: no code
+
+
+def test_values_matched_to_codes_by_name_equal_names_need_no_lm():
+    labels = {"ESP": "Spain", "GBR": "United Kingdom", "AUT": "Austria", "AUS": "Australia", "XXX": ""}
+    asked: list[list[str]] = []
+
+    def reply(messages) -> str:
+        items = re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)
+        free = messages[0].content.startswith("You say which")
+        asked.append(("free" if free else "constrained", [v for _, v in items]))
+        if free:
+            return json.dumps({n: {"UK": "United Kingdom"}.get(v, "none") for n, v in items})
+        assert "AUS" not in messages[0].content and "Australia" in messages[0].content
+        return json.dumps({n: {"Austrian": "Austria"}.get(v, "AUS") for n, v in items})
+    llm = ScriptedLLM(reply)
+    found = match_values(["spain ", "UK", "Austrian", "Atlantis"], list(labels), "country", engine_for(llm),
+                         labels=labels)
+    # "spain " equals a name: no LM; the LM's names map back to codes; a code given as the reply is no option
+    assert found == {"spain ": "ESP", "UK": "GBR", "Austrian": "AUT"}
+    assert asked == [("free", ["UK", "Austrian", "Atlantis"]), ("constrained", ["Austrian", "Atlantis"])]
 
 
 def test_a_database_whose_keys_duckdb_refuses_is_copied_without_them(tmp_path: Path):

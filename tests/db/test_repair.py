@@ -388,6 +388,13 @@ def test_a_column_spelt_with_other_case_or_underscores_is_respelt(tmp_path):
     # a fact the table does not store is no misspelling: validation names it
     with pytest.raises(InvalidQuery, match="country"):
         prepare_sql("SELECT FirstName FROM Customer WHERE country = 'Portugal'", shop, repairs=[])
+    # a key suffix on a column the qualifier's table has without it (cross dev x21: CountryCode on Customer)
+    notes = []
+    sql = prepare_sql("SELECT T.FirstName FROM Customer AS T WHERE T.CityCode = 'Lisbon'", shop, repairs=notes)
+    assert notes == ["T.CityCode -> T.City"] and shop.execute(sql).rows == [("Ana",)]
+    # ... but not unqualified, where the model may mean a column of a table it forgot to join
+    with pytest.raises(InvalidQuery, match="citycode"):
+        prepare_sql("SELECT FirstName FROM Customer WHERE CityCode = 'Lisbon'", shop, repairs=[])
 
 
 def test_a_column_two_joins_away_is_reached_through_the_table_that_relates_the_rows(tox):

@@ -340,12 +340,18 @@ def match_joins(merged_db: Database, joins: Sequence[tuple[tuple[str, str], tupl
         l_un = [v for v in lv if norm(v) not in rn and any(ch.isalpha() for ch in v)]
         r_un = [v for v in rv if norm(v) not in ln and any(ch.isalpha() for ch in v)]
         if l_un and r_un:
-            from_left = len(l_un) <= len(r_un)
+            # a side of codes is matched into (by what its codes stand for), whatever its size: the names of
+            # the other side are what the LM reads well (x28: codes matched into names gave CHE -> Chad)
+            labels = {side: code_labels(merged_db, *side, schema=schema) for side in ((lt, lc), (rt, rc))}
+            if bool(labels[(lt, lc)]) != bool(labels[(rt, rc)]):
+                from_left = bool(labels[(rt, rc)])
+            else:
+                from_left = len(l_un) <= len(r_un)
             values, options = (l_un, rv) if from_left else (r_un, lv)
+            into = (rt, rc) if from_left else (lt, lc)
             if engine is not None and len(options) <= MAX_OPTIONS:
-                into = (rt, rc) if from_left else (lt, lc)
                 vj.matched = match_values(values, options, key or entity_of(lc, rc, lt, rt), engine,
-                                          labels=code_labels(merged_db, *into, schema=schema))
+                                          labels=labels[into])
             else:
                 vj.matched = similar_values(values, options)
             vj.side = lt if from_left else rt

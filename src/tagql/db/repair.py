@@ -229,15 +229,25 @@ def _junction_named(name: str, schema: Schema) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+# what a model appends to a column's name when it guesses the column holds a code or key of it
+_KEY_SUFFIX = re.compile(r"_?(code|id|name|no|number)$", re.I)
+
+
 def repair_column_spelling(tree: exp.Expression, schema: Schema) -> list[str]:
     """``first_name`` where the query's table has ``FirstName`` (pool dev question 245): a column no table
     of its SELECT has, but exactly one of them has once case and underscores are ignored (of the
     qualifier's table, when it is qualified), is respelt; a made-up fact (``country`` on a table without
-    one) is not a misspelling. Run after :func:`repair_table_spelling`, which makes the tables known."""
+    one) is not a misspelling. A qualified column its table lacks, named like one of that table's columns
+    with a key suffix (``T1.CountryCode`` on chinook's ``Customer``, which has ``Country``: cross dev x21),
+    is that column when no other table of the SELECT has the name either. Run after
+    :func:`repair_table_spelling`, which makes the tables known."""
     notes: list[str] = []
     for _select, sources, col in _unknown_columns(tree, schema):
         owners = [src for src in sources if not col.table or src.alias.lower() == col.table.lower()]
         found = [(src, c) for src in owners for c in src.table.columns if _squashed(c.name) == _squashed(col.name)]
+        stem = _squashed(_KEY_SUFFIX.sub("", col.name))
+        if not found and col.table and stem and stem != _squashed(col.name):
+            found = [(src, c) for src in owners for c in src.table.columns if _squashed(c.name) == stem]
         if len(found) == 1:
             before = col.sql()
             col.set("this", exp.to_identifier(found[0][1].name))
