@@ -18,13 +18,13 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tagql.errors import TagqlError, install_hint
-from tagql.llm.base import system, user
+from tagql.llm.base import Message, system, user
 
 JOIN_KEY = "join_key"
 MAX_OPTIONS = 300  # values of the other side an LM match chooses among (more: string similarity only)
@@ -162,29 +162,12 @@ def match_values(values: Sequence[str], options: Sequence[str], key: str, engine
     by_norm = {norm(o): o for o in options}
     what = key or "entity"
     out = _named_freely(values, by_norm, what, engine, batch)
-    values = [v for v in values if v not in out]
+    rest = [v for v in values if v not in out]
     sys_text = MATCH_SYSTEM.format(key=what, options="; ".join(options))
     instruction = f"cross-match {what}: " + json.dumps(options, ensure_ascii=False)
-    for start in range(0, len(values), batch):
-        chunk = list(values[start:start + batch])
-        listed = "\n".join(f"{n + 1}. <item>{v}</item>" for n, v in enumerate(chunk))
-        schema = {"type": "object",
-                  "properties": {str(n + 1): {"enum": [*options, "none"]} for n in range(len(chunk))},
-                  "required": [str(n + 1) for n in range(len(chunk))]}
-        text = engine.call("cross_match", instruction, json.dumps(chunk, ensure_ascii=False),
-                           [system(sys_text), user(MATCH_USER.format(listed=listed))],
-                           max_tokens=12 * len(chunk) + 16, json_schema=schema)
-        try:
-            reply = json.loads(text[text.find("{"): text.rfind("}") + 1])
-        except ValueError:
-            reply = {}
-        for n, v in enumerate(chunk):
-            got = reply.get(str(n + 1)) if isinstance(reply, dict) else None
-            hit = by_norm.get(norm(got)) if isinstance(got, str) else None
-            if hit is not None:
-                out[v] = hit
-        if hasattr(engine, "_tick"):
-            engine._tick("cross_match", min(start + batch, len(values)), len(values))
+    replies = _per_item("cross_match", instruction, rest, engine, batch, {"enum": [*options, "none"]},
+                        lambda listed: [system(sys_text), user(MATCH_USER.format(listed=listed))])
+    out.update({v: by_norm[norm(got)] for v, got in replies.items() if norm(got) in by_norm})
     return out
 
 
@@ -192,14 +175,30 @@ def _named_freely(values: Sequence[str], by_norm: dict[str, str], what: str, eng
                   batch: int) -> dict[str, str]:
     """``value -> option`` where the name the LM writes for a value (no options shown) is an option, case,
     blanks and a leading "the" aside. The rest go to the constrained pass."""
+    replies = _per_item("cross_name", f"name the {what}", values, engine, batch, {"type": "string"},
+                        lambda listed: [system(NAME_SYSTEM.format(key=what)),
+                                        user(NAME_USER.format(listed=listed, key=what))])
+    out = {}
+    for v, got in replies.items():
+        named = re.sub(r"^the ", "", norm(got))
+        hit = by_norm.get(named) or by_norm.get(f"the {named}")
+        if hit is not None:
+            out[v] = hit
+    return out
+
+
+def _per_item(kind: str, instruction: str, values: Sequence[str], engine: Any, batch: int,
+              item_schema: dict[str, Any], messages: Callable[[str], list[Message]]) -> dict[str, str]:
+    """``value -> the LM's text for it``: ``batch`` values per cached call, listed as numbered ``<item>``s,
+    the reply a JSON object by item number (each value constrained by ``item_schema``); an unreadable
+    reply answers nothing."""
     out: dict[str, str] = {}
     for start in range(0, len(values), batch):
         chunk = list(values[start:start + batch])
         listed = "\n".join(f"{n + 1}. <item>{v}</item>" for n, v in enumerate(chunk))
-        schema = {"type": "object", "properties": {str(n + 1): {"type": "string"} for n in range(len(chunk))},
+        schema = {"type": "object", "properties": {str(n + 1): item_schema for n in range(len(chunk))},
                   "required": [str(n + 1) for n in range(len(chunk))]}
-        text = engine.call("cross_name", f"name the {what}", json.dumps(chunk, ensure_ascii=False),
-                           [system(NAME_SYSTEM.format(key=what)), user(NAME_USER.format(listed=listed, key=what))],
+        text = engine.call(kind, instruction, json.dumps(chunk, ensure_ascii=False), messages(listed),
                            max_tokens=12 * len(chunk) + 16, json_schema=schema)
         try:
             reply = json.loads(text[text.find("{"): text.rfind("}") + 1])
@@ -208,10 +207,9 @@ def _named_freely(values: Sequence[str], by_norm: dict[str, str], what: str, eng
         for n, v in enumerate(chunk):
             got = reply.get(str(n + 1)) if isinstance(reply, dict) else None
             if isinstance(got, str):
-                named = re.sub(r"^the ", "", norm(got))
-                hit = by_norm.get(named) or by_norm.get(f"the {named}")
-                if hit is not None:
-                    out[v] = hit
+                out[v] = got
+        if hasattr(engine, "_tick"):
+            engine._tick(kind, min(start + batch, len(values)), len(values))
     return out
 
 
