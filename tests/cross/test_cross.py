@@ -430,3 +430,47 @@ def test_a_database_whose_keys_duckdb_refuses_is_copied_without_them(tmp_path: P
     merged = open_database(m.path, name="m")
     assert merged.execute("SELECT COUNT(*) FROM car_makers").rows == [(2,)]
     assert m.schema.table("car_makers").foreign_keys  # the prompt still shows the key
+
+
+def _circuits_and_countries(tmp_path: Path) -> dict[str, Path]:
+    import sqlite3
+
+    racing, geo = tmp_path / "racing.sqlite", tmp_path / "geo.sqlite"
+    with sqlite3.connect(racing) as con:
+        con.execute("CREATE TABLE circuits (circuitId INTEGER PRIMARY KEY, name TEXT, country TEXT)")
+        con.executemany("INSERT INTO circuits VALUES (?, ?, ?)", [(1, "Catalunya", "Spain"), (2, "Silverstone", "UK"),
+                                                                   (3, "Monte Carlo", "Monaco"), (4, "Suzuka", "Japan")])
+    with sqlite3.connect(geo) as con:
+        con.execute("CREATE TABLE country (Code TEXT PRIMARY KEY, Name TEXT, Continent TEXT)")
+        con.executemany("INSERT INTO country VALUES (?, ?, ?)", [
+            ("ESP", "Spain", "Europe"), ("MCO", "Monaco", "Europe"), ("GBR", "United Kingdom", "Europe"),
+            ("JPN", "Japan", "Asia"), ("BRA", "Brazil", "South America")])
+    return {"racing": racing, "geo": geo}
+
+
+def test_columns_sharing_values_are_declared_as_keys_of_the_merged_schema(tmp_path: Path):
+    dbs = _circuits_and_countries(tmp_path)
+    prompts, written = [], [
+        # the model forgot the circuits table: the link lets the repair join it
+        "SELECT COUNT(T1.circuitId) FROM country AS T1 WHERE T1.Continent = 'Europe'"]
+
+    def reply(messages) -> str:
+        head = messages[0].content
+        if head.startswith("You pick"):
+            return '"racing + geo"'
+        if head.startswith("You say which"):
+            return json.dumps({n: {"UK": "United Kingdom"}.get(v, "none")
+                               for n, v in re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)})
+        if head.startswith("You match names"):
+            return json.dumps({n: "none" for n in re.findall(r"(\d+)\. <item>", messages[-1].content)})
+        prompts.append(head)
+        return written.pop(0)
+    llm = ScriptedLLM(reply)
+    out = answer_across("How many circuits are in European countries?", [("racing", None), ("geo", None)],
+                        llm=llm, open_db=lambda n: open_database(dbs[n], name=n), engine=engine_for(llm),
+                        workdir=tmp_path / "w")
+    assert out.links == ["circuits.country -> country.Name"]  # 3 of circuits' 4 countries are names in geo
+    assert "FOREIGN KEY (country) REFERENCES country(Name)" in prompts[0]
+    assert out.sql == ("SELECT COUNT(T2.circuitId) FROM country AS T1 JOIN circuits AS T2 ON T1.Name = T2.country "
+                       "WHERE T1.Continent = 'Europe'")
+    assert out.result.rows == [(3,)]  # UK matched to United Kingdom by the free naming pass

@@ -39,6 +39,7 @@ from tagql.errors import TagqlError
 from tagql.llm.base import LLM, system, user
 
 MIN_SHARED = 2  # distinct values two columns must share for their databases to count as joinable
+MIN_LINK_SHARE = 0.3  # of the smaller column's distinct values, for two columns to be linked as one entity
 VALUE_CAP = 300  # distinct values read per column when checking joinability
 
 CHOOSE_SYSTEM = """\
@@ -108,9 +109,10 @@ def shared_values(a: dict[tuple[str, str], set[str]], b: dict[tuple[str, str], s
     return best
 
 
-def joinable_pairs(dbs: dict[str, Database], names: Sequence[str]) -> list[tuple[str, str, int]]:
-    """Pairs of ``names`` (in routed order) whose text columns share at least :data:`MIN_SHARED` values."""
-    values = {n: text_values(dbs[n]) for n in names}
+def joinable_pairs(values: dict[str, dict[tuple[str, str], set[str]]], names: Sequence[str],
+                   ) -> list[tuple[str, str, int]]:
+    """Pairs of ``names`` (in routed order) whose text columns (``values``: :func:`text_values` of each)
+    share at least :data:`MIN_SHARED` values."""
     pairs = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -145,6 +147,41 @@ def choose_databases(question: str, names: Sequence[str], pairs: Sequence[tuple[
     by_set = {frozenset(o.split(" + ")): o for o in options}
     picked = by_set.get(frozenset(str(picked).split(" + ")), options[0])  # either order of a pair
     return picked.split(" + ")
+
+
+def value_links(values: dict[str, dict[tuple[str, str], set[str]]], merged: Merged,
+                ) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """Columns of two merged databases that hold the same entity, found in the data: ``((table, column),
+    (table, column))`` in merged names, the column with fewer distinct values first (it refers to the other,
+    like ``circuits.country`` to ``country.Name``). Each column of the first side keeps its best partner,
+    with at least :data:`MIN_SHARED` shared values and :data:`MIN_LINK_SHARE` of its own."""
+    actual = {t.name.lower(): t.name for t in merged.schema.tables}
+    merged_name = {origin: actual.get(lower, lower) for lower, origin in merged.origin.items()}
+    by_db = list(dict.fromkeys(db for db, _ in merged.origin.values()))
+    best: dict[tuple[str, str], tuple[float, tuple[str, str]]] = {}
+    for i, a in enumerate(by_db):
+        for b in by_db[i + 1:]:
+            for (ta, ca), va in values.get(a, {}).items():
+                for (tb, cb), vb in values.get(b, {}).items():
+                    shared = len(va & vb)
+                    if shared < MIN_SHARED:
+                        continue
+                    small, big = ((a, ta, ca, va), (b, tb, cb, vb)) if len(va) <= len(vb) else ((b, tb, cb, vb), (a, ta, ca, va))
+                    share = shared / len(small[3])
+                    left = (merged_name[(small[0], small[1])], small[2])
+                    if share >= MIN_LINK_SHARE and share > best.get(left, (0.0, None))[0]:
+                        best[left] = (share, (merged_name[(big[0], big[1])], big[2]))
+    return [(left, right) for left, (_, right) in best.items()]
+
+
+def with_links(schema: Schema, links: Sequence[tuple[tuple[str, str], tuple[str, str]]]) -> Schema:
+    """``schema`` with each link declared as a foreign key of its first table (shown in the SQL prompt, and
+    followed by the join repairs of :mod:`tagql.db.repair` like any key)."""
+    extra: dict[str, list[ForeignKey]] = {}
+    for (ta, ca), (tb, cb) in links:
+        extra.setdefault(ta.lower(), []).append(ForeignKey([ca], tb, [cb]))
+    return Schema(schema.name, [Table(t.name, t.columns, [*t.foreign_keys, *extra.get(t.name.lower(), [])],
+                                      t.description) for t in schema.tables], schema.dialect)
 
 
 def _is_sqlite_file(path: Path) -> bool:

@@ -71,6 +71,7 @@ class CrossOutcome:
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     value_joins: list[dict[str, Any]] = field(default_factory=list)  # merged: the values the LM matched
+    links: list[str] = field(default_factory=list)  # merged: columns of the two databases found to share values
 
     @property
     def sql(self) -> str:
@@ -78,7 +79,8 @@ class CrossOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.plan.to_dict(), "steps": [s.to_dict() for s in self.steps],
-                "join": self.join.to_dict() if self.join else None, "value_joins": list(self.value_joins)}
+                "join": self.join.to_dict() if self.join else None, "value_joins": list(self.value_joins),
+                "links": list(self.links)}
 
 
 def sub_question(question: str, key: str) -> str:
@@ -141,12 +143,16 @@ def answer_merged(
         match_joins,
         merge,
         rewritten_copy,
+        text_values,
+        value_links,
+        with_links,
     )
 
     t0 = time.perf_counter()
     dbs, routed = _open_all(candidates, open_db, max_candidates)
     names = list(dbs)
-    pairs = joinable_pairs(dbs, names)
+    values = {n: text_values(dbs[n]) for n in names}
+    pairs = joinable_pairs(values, names)
     chosen = choose_databases(question, names, pairs, dbs, llm)
     plan = CrossPlan([Part(n, question) for n in chosen], "")
     t_plan = time.perf_counter() - t0
@@ -161,9 +167,12 @@ def answer_merged(
     t1 = time.perf_counter()
     merged = merge([dbs[n] for n in chosen], base)
     t_merge = time.perf_counter() - t1
+    links = value_links(values, merged)
+    keyed = with_links(merged.schema, links)
     mdb = open_database(merged.path, name=" + ".join(chosen))
+    _declare_keys(mdb, keyed)
     try:
-        synth = QuerySynthesizer(mdb, llm, max_tokens=max_tokens, retries=retries, prompt_schema=merged.schema)
+        synth = QuerySynthesizer(mdb, llm, max_tokens=max_tokens, retries=retries, prompt_schema=keyed)
         t2 = time.perf_counter()
         try:
             outcome = synth.run(question)
@@ -196,9 +205,19 @@ def answer_merged(
         "join_s": round(t_join, 3), "total_s": round(time.perf_counter() - t0, 3)},
         notes=list(result.notes))
     out.value_joins = [j.to_dict() for j in joins]
+    out.links = [f"{a}.{b} -> {c}.{d}" for (a, b), (c, d) in links]
     if equalities == []:
         out.notes.append("the query joins no column of one database to one of the other")
     return out
+
+
+def _declare_keys(db: Database, keyed: Schema) -> None:
+    """The merged file's tables were copied without their keys: give its schema (what the repairs of
+    :mod:`tagql.db.repair` follow to join tables) the keys of the source databases and the value links."""
+    for table in db.schema.tables:
+        source = keyed.table(table.name)
+        if source is not None:
+            table.foreign_keys = [fk for fk in source.foreign_keys if db.schema.table(fk.ref_table) is not None]
 
 
 def _run_query(db: Database, asked: str, schema: Schema | None, label: str, llm: LLM, max_tokens: int,
