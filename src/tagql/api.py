@@ -19,13 +19,14 @@ from tagql.db.connection import Database, open_database
 from tagql.db.schema import Schema
 from tagql.embeddings import Embedder, Progress, check_backend, make_embedder
 from tagql.errors import TagqlError
-from tagql.knowledge import Retriever
+from tagql.knowledge import Retriever, ScoredStatement
 from tagql.knowledge.store import STATUSES as STATEMENT_STATUSES
 from tagql.knowledge.store import KnowledgeBase, KnowledgeStoreError
 from tagql.llm import make_llm
 from tagql.llm.base import LLM
 from tagql.models import METHODS, Answer, RouteCandidate, SqlResult
 from tagql.pipeline import TagQL, clean_question, open_knowledge
+from tagql.text2sql.values import ValueMatch
 
 ROUTE_METHODS = ("ours", "bm25", "dense")
 
@@ -417,9 +418,15 @@ class Session:
         engine = SemEngine(llm, cache=cache, max_calls=settings.tag.max_lm_calls,
                            progress=lambda op, done, total: emit("progress", {"operator": op, "done": done,
                                                                               "total": total}))
+
+        def context(name: str, asked: str) -> tuple[list[ScoredStatement], list[ValueMatch]]:
+            pipeline = self._pipeline(name, "cross", None, None)
+            return pipeline.statements_for(asked), pipeline.values_for(asked)
+
         outcome = answer_across(question, [(c.database, c.tables) for c in routing], llm=llm,
                                 open_db=self.database, engine=engine, max_tokens=settings.answer.max_sql_tokens,
-                                retries=settings.answer.sql_retries, workdir=Path(settings.cache_dir) / "cross")
+                                retries=settings.answer.sql_retries, workdir=Path(settings.cache_dir) / "cross",
+                                context=context)
         plan = PlanModel(sql=outcome.sql, cross=outcome.to_dict())
         emit("plan", plan.model_dump())
         result = outcome.result

@@ -282,6 +282,25 @@ def test_session_ask_method_cross(collection, monkeypatch):
     assert a.answer == "Answer: 4."
 
 
+def test_the_merged_query_gets_the_statements_and_stored_values_of_both_databases(collection, tmp_path, monkeypatch):
+    monkeypatch.setenv("TAGQL_TAG__CACHE", "false")
+    settings = load_settings()
+    settings.knowledge_dir = tmp_path / "kb"
+    settings.cache_dir = tmp_path / "cache"
+    llm = scripted()
+    session = tagql.connect(collection=collection, llm=llm, settings=settings, route_method="bm25",
+                            knowledge_method="bm25")
+    kb = session.knowledge_base("geo", create=True)
+    kb.add("language is Spanish", "country.Language = 'Spanish'", status="approved")
+    session.reload_knowledge("geo")
+    a = session.ask("How many drivers are from countries whose language is Spanish?", method="cross")
+    assert a.values == [4]
+    (prompt,) = [m for m in llm.prompts if "CREATE TABLE drivers" in m[0].content and "CREATE TABLE country" in m[0].content]
+    asked = prompt[-1].content
+    assert "-- External Knowledge: 'language is Spanish' refers to country.Language = 'Spanish'" in asked
+    assert "-- Values found in the database:" in asked and "'Spanish'" in asked.split("Values found")[1]
+
+
 def test_method_cross_needs_a_collection(two_dbs):
     session = tagql.connect(two_dbs["racing"], llm=scripted(), settings=load_settings())
     with pytest.raises(tagql.api.UsageError, match="across the databases of a collection"):

@@ -28,9 +28,14 @@ from tagql.db.connection import Database, Result, open_database
 from tagql.db.schema import Schema
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, QueryTimeout, TagqlError, UnsafeQuery
 from tagql.llm.base import LLM
+from tagql.knowledge import ScoredStatement
 from tagql.text2sql.query import QuerySynthesizer
+from tagql.text2sql.values import ValueMatch
 
 FULL_SCHEMA_TABLES = 20  # a database of at most this many tables shows its whole schema to a sub-query
+# a database's domain statements and the stored values a question names: (database, question) -> both
+Context = Callable[[str, str], tuple[list[ScoredStatement], list[ValueMatch]]]
+
 _SQL_FAILURES = (LLMOutputError, InvalidQuery, QueryFailed, QueryTimeout, UnsafeQuery)
 
 
@@ -99,11 +104,13 @@ def final_question(question: str, plan: CrossPlan) -> str:
 def answer_across(
     question: str, candidates: Sequence[tuple[str, Sequence[str] | None]], *, llm: LLM,
     open_db: Callable[[str], Database], engine: Any = None, max_candidates: int = 4, max_tokens: int = 384,
-    retries: int = 1, workdir: Path | None = None, strategy: str = "merged",
+    retries: int = 1, workdir: Path | None = None, strategy: str = "merged", context: Context | None = None,
 ) -> CrossOutcome:
     """Answer ``question`` over the routed ``candidates`` (``(database, tables or None)``, best first), with
     ``strategy`` ``merged`` (one query over both databases' tables, :mod:`tagql.cross.merged`; the default)
-    or ``decompose`` (one LLM-written sub-question per database, :func:`answer_decomposed`)."""
+    or ``decompose`` (one LLM-written sub-question per database, :func:`answer_decomposed`). ``context(database,
+    question)`` gives a database's domain statements and the stored values the question names, for the SQL
+    prompt of the ``merged`` query (the statements and values of every database it reads)."""
     if strategy == "decompose":
         return answer_decomposed(question, candidates, llm=llm, open_db=open_db, engine=engine,
                                  max_candidates=max_candidates, max_tokens=max_tokens, retries=retries,
@@ -111,7 +118,8 @@ def answer_across(
     if strategy != "merged":
         raise TagqlError(f"unknown cross strategy '{strategy}'", "use merged or decompose")
     return answer_merged(question, candidates, llm=llm, open_db=open_db, engine=engine,
-                         max_candidates=max_candidates, max_tokens=max_tokens, retries=retries, workdir=workdir)
+                         max_candidates=max_candidates, max_tokens=max_tokens, retries=retries, workdir=workdir,
+                         context=context)
 
 
 def _open_all(candidates: Sequence[tuple[str, Sequence[str] | None]], open_db: Callable[[str], Database],
@@ -133,7 +141,7 @@ def _open_all(candidates: Sequence[tuple[str, Sequence[str] | None]], open_db: C
 def answer_merged(
     question: str, candidates: Sequence[tuple[str, Sequence[str] | None]], *, llm: LLM,
     open_db: Callable[[str], Database], engine: Any = None, max_candidates: int = 4, max_tokens: int = 384,
-    retries: int = 1, workdir: Path | None = None,
+    retries: int = 1, workdir: Path | None = None, context: Context | None = None,
 ) -> CrossOutcome:
     """The ``merged`` strategy (see :mod:`tagql.cross.merged`)."""
     from tagql.cross.merged import (
@@ -155,12 +163,18 @@ def answer_merged(
     pairs = joinable_pairs(values, names)
     chosen = choose_databases(question, names, pairs, dbs, llm)
     plan = CrossPlan([Part(n, question) for n in chosen], "")
+    statements: list[ScoredStatement] = []
+    hints: list[ValueMatch] = []
+    for name in chosen if context is not None else ():
+        found = context(name, question)
+        statements += found[0]
+        hints += found[1]
     t_plan = time.perf_counter() - t0
     steps: list[Step] = []
     if len(chosen) == 1:
         db = dbs[chosen[0]]
         result = _run_query(db, question, _prompt_schema(db, routed[chosen[0]]), chosen[0], llm, max_tokens,
-                            retries, steps, plan)
+                            retries, steps, plan, statements, hints)
         return CrossOutcome(plan, result, steps, timings={
             "plan_s": round(t_plan, 3), "total_s": round(time.perf_counter() - t0, 3)})
     base = Path(workdir) if workdir is not None else Path(tempfile.gettempdir()) / "tagql-cross"
@@ -175,7 +189,7 @@ def answer_merged(
         synth = QuerySynthesizer(mdb, llm, max_tokens=max_tokens, retries=retries, prompt_schema=keyed)
         t2 = time.perf_counter()
         try:
-            outcome = synth.run(question)
+            outcome = synth.run(question, statements, values=hints)
         except _SQL_FAILURES as exc:
             steps.append(Step(plan.parts[0].database + " + " + plan.parts[1].database, question,
                               attempts=[{"sql": a.sql, "error": a.error} for a in getattr(exc, "attempts", []) or []]))
@@ -221,11 +235,12 @@ def _declare_keys(db: Database, keyed: Schema) -> None:
 
 
 def _run_query(db: Database, asked: str, schema: Schema | None, label: str, llm: LLM, max_tokens: int,
-               retries: int, steps: list[Step], plan: CrossPlan) -> Result:
+               retries: int, steps: list[Step], plan: CrossPlan, statements: Sequence[ScoredStatement] = (),
+               hints: Sequence[ValueMatch] = ()) -> Result:
     synth = QuerySynthesizer(db, llm, max_tokens=max_tokens, retries=retries, prompt_schema=schema)
     t = time.perf_counter()
     try:
-        outcome = synth.run(asked)
+        outcome = synth.run(asked, list(statements), values=hints)
     except _SQL_FAILURES as exc:
         steps.append(Step(label, asked, seconds=time.perf_counter() - t,
                           attempts=[{"sql": a.sql, "error": a.error} for a in getattr(exc, "attempts", []) or []]))
