@@ -43,7 +43,7 @@ MERGED_SQL = ("SELECT COUNT(*) FROM drivers AS d JOIN country AS c ON d.national
 def matcher(messages) -> str:
     """The LM's side of a value match: each numbered item -> the allowed value it means (the free naming
     pass first, :func:`namer`)."""
-    if messages[0].content.startswith("You say which"):
+    if is_naming(messages):
         return namer(messages)
     items = re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)
     allowed = re.search(r"allowed answers are these values:\n(.*)\n", messages[0].content).group(1).split("; ")
@@ -55,10 +55,23 @@ def matcher(messages) -> str:
     return json.dumps(out)
 
 
+def is_naming(messages) -> bool:
+    return messages[0].content.startswith("You name the")
+
+
+def words(messages) -> list[str]:
+    """The words a free naming prompt lists."""
+    return messages[-1].content.split("Words:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+
+
+def named(mapping: dict[str, str], messages) -> str:
+    """The free naming pass's reply: 'word -> name' lines, 'none' for a word ``mapping`` lacks."""
+    return "\n".join(f"{w} -> {mapping.get(w, 'none')}" for w in words(messages))
+
+
 def namer(messages) -> str:
-    """The LM's side of the free naming pass: each item -> the country it means (a name stays itself)."""
-    items = re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)
-    return json.dumps({n: NATIONALITY.get(v, v) for n, v in items})
+    """The LM's side of the free naming pass: each word -> the country it means (a name stays itself)."""
+    return named({w: NATIONALITY.get(w, w) for w in words(messages)}, messages)
 
 
 def scripted(plan: str = PLAN, racing: str = RACING_SQL, geo: str = GEO_SQL, final: str = FINAL_SQL,
@@ -71,7 +84,7 @@ def scripted(plan: str = PLAN, racing: str = RACING_SQL, geo: str = GEO_SQL, fin
             return pick
         if "CREATE TABLE drivers" in head and "CREATE TABLE country" in head:
             return merged
-        if head.startswith(("You match names", "You say which")):
+        if head.startswith("You match names") or is_naming(messages):
             return matcher(messages)
         if "CREATE TABLE joined" in head:
             return final
@@ -121,13 +134,13 @@ def test_values_written_differently_are_matched_by_the_lm_batched_and_cached(tmp
     llm = ScriptedLLM(matcher)
     cache = OpCache(tmp_path / "ops.sqlite")
     out = join_results(left, right, key="country", engine=engine_for(llm, cache))
-    # the side with fewer unmatched values (geo: 3) is matched into the other's values: one batch, named
-    # freely first (a country name is no adjective: no hit), then one constrained call
-    assert out.lm_side == "geo" and llm.usage.calls == 2
+    # the side with fewer unmatched values (geo: 3) is matched into the other's values: named freely first
+    # (a country name is no adjective: no hit; one batch, then each alone), then one constrained call
+    assert out.lm_side == "geo" and llm.usage.calls == 1 + 3 + 1
     assert out.lm_matched == {"Spanish": "Spain", "Argentine": "Argentina", "Mexican": "Mexico"}
     assert sorted(r[0] for r in out.rows) == [1, 2, 3, 5]
     # the reply is constrained to the other side's values or none
-    schema = llm.constraints[1]
+    schema = llm.constraints[-1]
     assert schema["properties"]["1"]["enum"][-1] == "none" and "Spanish" in schema["properties"]["1"]["enum"]
     again = ScriptedLLM(matcher)
     assert join_results(left, right, key="country", engine=engine_for(again, cache)).lm_matched == out.lm_matched
@@ -137,15 +150,15 @@ def test_values_written_differently_are_matched_by_the_lm_batched_and_cached(tmp
 def test_match_values_batches_and_ignores_answers_outside_the_options():
     values = [f"v{i}" for i in range(10)]
     def reply(m) -> str:  # the free naming pass names nothing that is an option; the constrained one picks
-        numbers = re.findall(r"(\d+)\. <item>", m[-1].content)
-        free = m[0].content.startswith("You say which")
-        return json.dumps({n: ("A" if n == "1" and not free else "Zed") for n in numbers})
+        if is_naming(m):
+            return named(dict.fromkeys(words(m), "Zed"), m)
+        return json.dumps({n: ("A" if n == "1" else "Zed") for n in re.findall(r"(\d+)\. <item>", m[-1].content)})
     llm = ScriptedLLM(reply)
     found = match_values(values, ["A", "B"], "thing", engine_for(llm), batch=8)
-    # two batches in each pass; "Zed" is no option: no match
-    assert llm.usage.calls == 4 and found == {"v0": "A", "v8": "A"}
+    # two batches, then each of the 10 alone, then two constrained batches; "Zed" is no option: no match
+    assert llm.usage.calls == 2 + 10 + 2 and found == {"v0": "A", "v8": "A"}
     # a value the free pass names as an option is not asked again
-    llm = ScriptedLLM(lambda m: json.dumps({n: "the B" for n in re.findall(r"(\d+)\. <item>", m[-1].content)}))
+    llm = ScriptedLLM(lambda m: named(dict.fromkeys(words(m), "the B"), m))
     assert match_values(values, ["A", "B"], "thing", engine_for(llm), batch=8) == dict.fromkeys(values, "B")
     assert llm.usage.calls == 2
 
@@ -388,9 +401,9 @@ def test_a_join_on_a_code_column_is_matched_by_what_each_code_stands_for(tmp_pat
         if head.startswith("You pick"):
             return '"racing + geo"'
         items = re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)
-        if head.startswith("You say which"):  # the free pass names one of them
-            asked.extend(v for _, v in items)
-            return json.dumps({n: {"Japanese": "Japan", "Italian": "Italy"}.get(v, "none") for n, v in items})
+        if is_naming(messages):  # the free pass names two of them
+            asked.extend(words(messages))
+            return named({"Japanese": "Japan", "Italian": "Italy"}, messages)
         if head.startswith("You match names"):
             seen.append(head)
             names = {"Spanish": "Spain", "German": "Germany"}
@@ -404,7 +417,9 @@ def test_a_join_on_a_code_column_is_matched_by_what_each_code_stands_for(tmp_pat
     assert out.result.rows == [(2,)]
     # the LM chooses among the codes' names (through the foreign key), never the codes themselves
     assert "Spain" in seen[0] and "Germany" in seen[0] and "ESP" not in seen[0]
-    assert sorted(asked) == ["French", "German", "Italian", "Japanese", "Spanish"]  # the names are matched
+    # the names are matched (in one list, then those left each alone)
+    assert sorted(asked[:5]) == ["French", "German", "Italian", "Japanese", "Spanish"]
+    assert sorted(asked[5:]) == ["French", "German", "Italian", "Spanish"]
     (join,) = out.value_joins
     assert join["rewritten"] == "drivers" and join["lm_matched"] == {
         "Spanish": "ESP", "German": "DEU", "Japanese": "JPN"}  # Italy is no option: no code
@@ -415,11 +430,11 @@ def test_values_matched_to_codes_by_name_equal_names_need_no_lm():
     asked: list[list[str]] = []
 
     def reply(messages) -> str:
+        if is_naming(messages):
+            asked.append(("free", words(messages)))
+            return named({"UK": "the United Kingdom."}, messages)
         items = re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)
-        free = messages[0].content.startswith("You say which")
-        asked.append(("free" if free else "constrained", [v for _, v in items]))
-        if free:
-            return json.dumps({n: {"UK": "United Kingdom"}.get(v, "none") for n, v in items})
+        asked.append(("constrained", [v for _, v in items]))
         assert "AUS" not in messages[0].content and "Australia" in messages[0].content
         return json.dumps({n: {"Austrian": "Austria"}.get(v, "AUS") for n, v in items})
     llm = ScriptedLLM(reply)
@@ -427,7 +442,8 @@ def test_values_matched_to_codes_by_name_equal_names_need_no_lm():
                          labels=labels)
     # "spain " equals a name: no LM; the LM's names map back to codes; a code given as the reply is no option
     assert found == {"spain ": "ESP", "UK": "GBR", "Austrian": "AUT"}
-    assert asked == [("free", ["UK", "Austrian", "Atlantis"]), ("constrained", ["Austrian", "Atlantis"])]
+    assert asked == [("free", ["UK", "Austrian", "Atlantis"]), ("free", ["Austrian"]), ("free", ["Atlantis"]),
+                     ("constrained", ["Austrian", "Atlantis"])]
 
 
 def test_a_database_whose_keys_duckdb_refuses_is_copied_without_them(tmp_path: Path):
@@ -477,9 +493,8 @@ def test_columns_sharing_values_are_declared_as_keys_of_the_merged_schema(tmp_pa
         head = messages[0].content
         if head.startswith("You pick"):
             return '"racing + geo"'
-        if head.startswith("You say which"):
-            return json.dumps({n: {"UK": "United Kingdom"}.get(v, "none")
-                               for n, v in re.findall(r"(\d+)\. <item>(.*?)</item>", messages[-1].content)})
+        if is_naming(messages):
+            return named({"UK": "United Kingdom"}, messages)
         if head.startswith("You match names"):
             return json.dumps({n: "none" for n in re.findall(r"(\d+)\. <item>", messages[-1].content)})
         prompts.append(head)
@@ -493,3 +508,15 @@ def test_columns_sharing_values_are_declared_as_keys_of_the_merged_schema(tmp_pa
     assert out.sql == ("SELECT COUNT(T2.circuitId) FROM country AS T1 JOIN circuits AS T2 ON T1.Name = T2.country "
                        "WHERE T1.Continent = 'Europe'")
     assert out.result.rows == [(3,)]  # UK matched to United Kingdom by the free naming pass
+
+
+def test_the_free_naming_pass_reads_word_arrow_name_lines():
+    options = ["United Kingdom", "Netherlands", "Monaco", "Peru"]
+    replies = {("British", "Dutch", "Monegasque"):
+               "Here you go:\n1. british -> The United Kingdom.\n- Dutch -> Netherlands\nMonegasque -> Atlantis",
+               ("Peruvian",): "Briton -> Peru"}  # a word rewritten ("Briton"), but one line for one word: its order holds
+    llm = ScriptedLLM(lambda m: replies.get(tuple(words(m)), "x -> none") if is_naming(m) else json.dumps(
+        {n: "none" for n in re.findall(r"(\d+)\. <item>", m[-1].content)}))
+    found = match_values(["British", "Dutch", "Monegasque", "Peruvian"], options, "country", engine_for(llm), batch=3)
+    assert found == {"British": "United Kingdom", "Dutch": "Netherlands", "Peruvian": "Peru"}
+    assert "Examples:\nPeruvian -> Peru" in llm.prompts[0][-1].content  # worked examples for countries
