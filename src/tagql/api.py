@@ -421,7 +421,8 @@ class Session:
 
         def context(name: str, asked: str) -> tuple[list[ScoredStatement], list[ValueMatch]]:
             pipeline = self._pipeline(name, "cross", None, None)
-            return pipeline.statements_for(asked), pipeline.values_for(asked)
+            hints = pipeline.values_for(asked) if settings.answer.cross_value_hints else []
+            return pipeline.statements_for(asked), hints
 
         outcome = answer_across(question, [(c.database, c.tables) for c in routing], llm=llm,
                                 open_db=self.database, engine=engine, max_tokens=settings.answer.max_sql_tokens,

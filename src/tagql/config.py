@@ -139,6 +139,10 @@ class AnswerSettings(BaseModel):
     # distinct text values cached under cache_dir/values/) right before the question in the SQL prompt
     # (tagql.text2sql.values; measured in bench/ask/values.py)
     value_hints: bool = True
+    # the same for a question across databases (--method cross): off, since on the cross dev questions the
+    # hints misled the 1.5B model ("life expectancy" -> constructors.name = 'Life'; Continent and Region both
+    # = 'South America', ANDed) where it had answered right without them (docs/routing.md)
+    cross_value_hints: bool = False
 
 
 class TagSettings(BaseModel):
