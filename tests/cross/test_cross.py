@@ -526,3 +526,29 @@ def test_the_free_naming_pass_reads_word_arrow_name_lines():
     found = match_values(["British", "Dutch", "Monegasque", "Peruvian"], options, "country", engine_for(llm), batch=3)
     assert found == {"British": "United Kingdom", "Dutch": "Netherlands", "Peruvian": "Peru"}
     assert "Examples:\nPeruvian -> Peru" in llm.prompts[0][-1].content  # worked examples for countries
+
+
+def test_a_merged_query_that_reads_one_database_only_goes_back_to_the_model(tmp_path: Path):
+    dbs = _circuits_and_countries(tmp_path)
+    written = ["SELECT Continent FROM country GROUP BY Continent ORDER BY COUNT(*) DESC LIMIT 1",
+               "SELECT T2.Continent FROM circuits AS T1 JOIN country AS T2 ON T1.country = T2.Name "
+               "GROUP BY T2.Continent ORDER BY COUNT(*) DESC LIMIT 1"]
+    repairs = []
+
+    def reply(messages) -> str:
+        head = messages[0].content
+        if head.startswith("You pick"):
+            return '"racing + geo"'
+        if is_naming(messages):
+            return named({}, messages)
+        if head.startswith("You match names"):
+            return json.dumps({n: "none" for n in re.findall(r"(\d+)\. <item>", messages[-1].content)})
+        repairs.append(messages[-1].content)
+        return written.pop(0)
+    llm = ScriptedLLM(reply)
+    out = answer_across("Which continent has the most circuits?", [("racing", None), ("geo", None)],
+                        llm=llm, open_db=lambda n: open_database(dbs[n], name=n), engine=engine_for(llm),
+                        workdir=tmp_path / "w")
+    assert ("the query reads only tables of geo, but the question needs geo and racing: join a table of racing "
+            "(they join on circuits.country = country.Name)") in repairs[1]
+    assert out.result.rows == [("Europe",)]

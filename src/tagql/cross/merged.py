@@ -301,6 +301,25 @@ def cross_equalities(sql: str, merged: Merged) -> list[tuple[tuple[str, str], tu
     return out
 
 
+def one_sided(sql: str, merged: Merged, links: Sequence[tuple[tuple[str, str], tuple[str, str]]] = ()) -> str | None:
+    """Why ``sql`` cannot answer a question across the merged databases when it reads the tables of only one
+    of them (the model wrote ``SELECT Continent FROM country GROUP BY ...`` for "Which continent do the most
+    Formula 1 drivers come from?": cross dev x11), naming the value links to join on; None when it reads both."""
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.ParseError:
+        return None
+    read = {merged.database_of(t.name) for t in tree.find_all(exp.Table)} - {None}
+    databases = list(dict.fromkeys(db for db, _ in merged.origin.values()))
+    if len(read) != 1 or len(databases) < 2:
+        return None
+    (only,) = read
+    others = [d for d in databases if d != only]
+    how = "; ".join(f"{a}.{b} = {c}.{d}" for (a, b), (c, d) in links)
+    return (f"the query reads only tables of {only}, but the question needs {only} and {' and '.join(others)}: "
+            f"join a table of {others[0]}" + (f" (they join on {how})" if how else ""))
+
+
 def _scope(select: exp.Select) -> dict[str, str]:
     """alias (or name) -> table, for the tables in this SELECT's own FROM and JOINs."""
     found = {}

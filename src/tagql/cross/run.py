@@ -150,6 +150,7 @@ def answer_merged(
         joinable_pairs,
         match_joins,
         merge,
+        one_sided,
         rewritten_copy,
         text_values,
         value_links,
@@ -186,7 +187,12 @@ def answer_merged(
     mdb = open_database(merged.path, name=" + ".join(chosen))
     _declare_keys(mdb, keyed)
     try:
-        synth = QuerySynthesizer(mdb, llm, max_tokens=max_tokens, retries=retries, prompt_schema=keyed)
+        def check(sql: str) -> None:
+            why = one_sided(sql, merged, links)
+            if why is not None:
+                raise InvalidQuery(why)
+
+        synth = QuerySynthesizer(mdb, llm, max_tokens=max_tokens, retries=retries, prompt_schema=keyed, check=check)
         t2 = time.perf_counter()
         try:
             outcome = synth.run(question, statements, values=hints)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import sqlglot
@@ -244,9 +244,12 @@ class QuerySynthesizer:
         self, db: Database, llm: LLM, *, max_tokens: int = 384, retries: int = 1, prompt_schema: Schema | None = None,
         statement_style: prompts.StatementStyle = "external", fallback_without_statements: bool = True,
         candidates: int = 1, candidate_temperature: float = 0.7, candidate_policy: Policy = "majority",
-        fresh_retry_on_repeat: bool = False, repeat_samples: int = 4,
+        fresh_retry_on_repeat: bool = False, repeat_samples: int = 4, check: Callable[[str], None] | None = None,
     ) -> None:
         self.db = db
+        # a caller's own check of each prepared query (raises InvalidQuery: the repair round hears why), e.g.
+        # a query across databases that reads only one of them (tagql.cross)
+        self.check = check
         # a failed query repeated word for word: repeat_samples repairs sampled at candidate_temperature (or,
         # with 0 or a backend that cannot sample, one more greedy try from the first prompt, the error as a note)
         self.fresh_retry_on_repeat = fresh_retry_on_repeat
@@ -358,6 +361,8 @@ class QuerySynthesizer:
         repairs: list[str] = []
         sql = prepare_sql(raw_sql, self.db, repairs=repairs, question=asked,
                           statements="\n".join(s.render() for s in statements))
+        if self.check is not None:
+            self.check(sql)
         t1 = time.perf_counter()
         try:
             result = self.db.execute(sql)
