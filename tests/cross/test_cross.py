@@ -155,8 +155,9 @@ def test_match_values_batches_and_ignores_answers_outside_the_options():
         return json.dumps({n: ("A" if n == "1" else "Zed") for n in re.findall(r"(\d+)\. <item>", m[-1].content)})
     llm = ScriptedLLM(reply)
     found = match_values(values, ["A", "B"], "thing", engine_for(llm), batch=8)
-    # two batches, then each of the 10 alone, then two constrained batches; "Zed" is no option: no match
-    assert llm.usage.calls == 2 + 10 + 2 and found == {"v0": "A", "v8": "A"}
+    # two batches, each of the 10 alone, "Zed" named in turn (once), two constrained batches; "Zed" is no
+    # option: no match
+    assert llm.usage.calls == 2 + 10 + 1 + 2 and found == {"v0": "A", "v8": "A"}
     # a value the free pass names as an option is not asked again
     llm = ScriptedLLM(lambda m: named(dict.fromkeys(words(m), "the B"), m))
     assert match_values(values, ["A", "B"], "thing", engine_for(llm), batch=8) == dict.fromkeys(values, "B")
@@ -425,7 +426,8 @@ def test_a_join_on_a_code_column_is_matched_by_what_each_code_stands_for(tmp_pat
     assert "Spain" in seen[0] and "Germany" in seen[0] and "ESP" not in seen[0]
     # the names are matched (in one list, then those left each alone)
     assert sorted(asked[:5]) == ["French", "German", "Italian", "Japanese", "Spanish"]
-    assert sorted(asked[5:]) == ["French", "German", "Italian", "Spanish"]
+    assert sorted(asked[5:9]) == ["French", "German", "Italian", "Spanish"]
+    assert asked[9:] == ["Italy"]  # the name written for Italian (no option) is named in turn
     (join,) = out.value_joins
     assert join["rewritten"] == "drivers" and join["lm_matched"] == {
         "Spanish": "ESP", "German": "DEU", "Japanese": "JPN"}  # Italy is no option: no code
@@ -552,3 +554,13 @@ def test_a_merged_query_that_reads_one_database_only_goes_back_to_the_model(tmp_
     assert ("the query reads only tables of geo, but the question needs geo and racing: join a table of racing "
             "(they join on circuits.country = country.Name)") in repairs[1]
     assert out.result.rows == [("Europe",)]
+
+
+def test_a_name_that_is_no_option_is_named_in_turn():
+    names = {"British": "England", "England": "United Kingdom"}  # what the 1.5B model wrote, alone
+    llm = ScriptedLLM(lambda m: named(names, m) if is_naming(m) else json.dumps(
+        {n: "none" for n in re.findall(r"(\d+)\. <item>", m[-1].content)}))
+    assert match_values(["British"], ["United Kingdom", "Ireland"], "country", engine_for(llm)) == {
+        "British": "United Kingdom"}
+    # a list of one is already alone (the same cached call), then the name in turn
+    assert [words(m) for m in llm.prompts] == [["British"], ["England"]]

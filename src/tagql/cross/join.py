@@ -170,9 +170,6 @@ def match_values(values: Sequence[str], options: Sequence[str], key: str, engine
     what = key or "entity"
     out = _named_freely(values, by_norm, what, engine, batch)
     rest = [v for v in values if v not in out]
-    if 0 < len(rest) <= RENAME_ALONE:  # asked again one by one: in a list the 1.5B model wrote "Italian ->
-        out.update(_named_freely(rest, by_norm, what, engine, 1))  # Italian", alone "Italian -> Italy"
-        rest = [v for v in values if v not in out]
     sys_text = MATCH_SYSTEM.format(key=what, options="; ".join(options))
     instruction = f"cross-match {what}: " + json.dumps(options, ensure_ascii=False)
     replies = _per_item("cross_match", instruction, rest, engine, batch, {"enum": [*options, "none"]},
@@ -184,29 +181,47 @@ def match_values(values: Sequence[str], options: Sequence[str], key: str, engine
 def _named_freely(values: Sequence[str], by_norm: dict[str, str], what: str, engine: Any,
                   batch: int) -> dict[str, str]:
     """``value -> option`` where the name the LM writes for a value (no options shown, one ``word -> name``
-    line each) is an option, case, blanks and a leading "the" aside. The rest go to the constrained pass."""
+    line each) is an option, case, blanks and a leading "the" aside. A value whose name is no option is named
+    again alone (in a list the 1.5B model wrote "Italian -> Italian", alone "Italian -> Italy"), then its name
+    is named in turn ("British -> England", "England -> United Kingdom"). The rest go to the constrained pass."""
+    def ground(name: str | None) -> str | None:
+        named = re.sub(r"^the ", "", norm(name.strip(" .'\""))) if name else ""
+        return by_norm.get(named) or by_norm.get(f"the {named}")
+
+    names = _free_names(values, what, engine, batch)
+    out = {v: hit for v in values if (hit := ground(names.get(v))) is not None}
+    rest = [v for v in values if v not in out]
+    if 0 < len(rest) <= RENAME_ALONE:
+        names.update(_free_names(rest, what, engine, 1))
+        out.update({v: hit for v in rest if (hit := ground(names.get(v))) is not None})
+        rest = [v for v in values if v not in out]
+        hops = {v: n for v in rest if (n := names.get(v)) and norm(n) not in ("none", norm(v), "")}
+        again = _free_names(list(dict.fromkeys(hops.values())), what, engine, 1)
+        out.update({v: hit for v, n in hops.items() if (hit := ground(again.get(n))) is not None})
+    return out
+
+
+def _free_names(values: Sequence[str], what: str, engine: Any, batch: int) -> dict[str, str]:
+    """``value -> the name the LM writes for it`` (``batch`` values per cached call, ``word -> name`` lines)."""
     examples = NAME_EXAMPLES.get(what, "")
-    messages = [system(NAME_SYSTEM.format(key=what)), None]
     out: dict[str, str] = {}
     for start in range(0, len(values), batch):
         chunk = [v for v in values[start:start + batch] if "\n" not in v and "->" not in v]
         if not chunk:
             continue
-        listed = "\n".join(chunk)
-        messages[1] = user(NAME_USER.format(examples=f"Examples:\n{examples}\n\n" if examples else "",
-                                            listed=listed, key=what))
+        messages = [system(NAME_SYSTEM.format(key=what)),
+                    user(NAME_USER.format(examples=f"Examples:\n{examples}\n\n" if examples else "",
+                                          listed="\n".join(chunk), key=what))]
         text = engine.call("cross_name", f"name the {what} (lines)", json.dumps(chunk, ensure_ascii=False),
-                           list(messages), max_tokens=16 * len(chunk) + 16)  # type: ignore[arg-type]
+                           messages, max_tokens=16 * len(chunk) + 16)
         lines = [ln for ln in text.splitlines() if "->" in ln]
         by_word = {norm(ln.split("->", 1)[0]).strip("-*0123456789. "): ln.split("->", 1)[1] for ln in lines}
         for i, v in enumerate(chunk):
             got = by_word.get(norm(v))
             if got is None and len(lines) == len(chunk):  # the words rewritten: their order still holds
                 got = lines[i].split("->", 1)[1]
-            named = re.sub(r"^the ", "", norm(str(got).strip(" .'\""))) if got is not None else ""
-            hit = by_norm.get(named) or by_norm.get(f"the {named}")
-            if hit is not None:
-                out[v] = hit
+            if got is not None:
+                out[v] = got.strip()
         if hasattr(engine, "_tick"):
             engine._tick("cross_name", min(start + batch, len(values)), len(values))
     return out
