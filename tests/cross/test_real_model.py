@@ -26,3 +26,5 @@ def test_a_question_across_singer_and_world_1(shared_data: Path, tmp_path: Path,
     # gold (bench/ask/data/cross_questions.json x18, a dev question): Iris Fontbona, a citizen of Chile
     assert set(a.database.split(" + ")) == {"singer", "world_1"}, a.plan
     assert ["Iris Fontbona"] in a.rows or a.values == ["Iris Fontbona"], (a.sql, a.rows, a.plan)
+    # found in the data: every singer's citizenship is a country name of world_1
+    assert "singer.Citizenship -> country.Name" in a.plan.model_dump()["cross"]["links"]
