@@ -310,14 +310,16 @@ def test_the_merged_query_gets_the_statements_and_stored_values_of_both_database
     session.reload_knowledge("geo")
     a = session.ask("How many drivers are from countries whose language is Spanish?", method="cross")
     assert a.values == [4]
-    (prompt,) = [m for m in llm.prompts if "CREATE TABLE drivers" in m[0].content and "CREATE TABLE country" in m[0].content]
+    (prompt,) = [m for m in llm.prompts if "CREATE TABLE drivers" in m[0].content
+                 and "CREATE TABLE country" in m[0].content]
     asked = prompt[-1].content
     assert "-- External Knowledge: 'language is Spanish' refers to country.Language = 'Spanish'" in asked
     assert "-- Values found in the database:" in asked and "'Spanish'" in asked.split("Values found")[1]
     settings.answer.cross_value_hints = False
     llm.prompts.clear()
     session.ask("How many drivers are from countries whose language is Spanish?", method="cross")
-    (prompt,) = [m for m in llm.prompts if "CREATE TABLE drivers" in m[0].content and "CREATE TABLE country" in m[0].content]
+    (prompt,) = [m for m in llm.prompts if "CREATE TABLE drivers" in m[0].content
+                 and "CREATE TABLE country" in m[0].content]
     assert "Values found" not in prompt[-1].content and "External Knowledge" in prompt[-1].content
 
 

@@ -169,7 +169,9 @@ def value_links(values: dict[str, dict[tuple[str, str], set[str]]], merged: Merg
                     shared = len(va & vb)
                     if shared < MIN_SHARED:
                         continue
-                    small, big = ((a, ta, ca, va), (b, tb, cb, vb)) if len(va) <= len(vb) else ((b, tb, cb, vb), (a, ta, ca, va))
+                    small, big = (a, ta, ca, va), (b, tb, cb, vb)
+                    if len(va) > len(vb):
+                        small, big = big, small
                     share = shared / len(small[3])
                     left = (merged_name[(small[0], small[1])], small[2])
                     if share >= MIN_LINK_SHARE and share > best.get(left, (0.0, None))[0]:
