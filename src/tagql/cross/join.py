@@ -18,13 +18,13 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tagql.errors import TagqlError, install_hint
-from tagql.llm.base import Message, system, user
+from tagql.llm.base import system, user
 
 JOIN_KEY = "join_key"
 MAX_OPTIONS = 300  # values of the other side an LM match chooses among (more: string similarity only)
@@ -172,9 +172,26 @@ def match_values(values: Sequence[str], options: Sequence[str], key: str, engine
     rest = [v for v in values if v not in out]
     sys_text = MATCH_SYSTEM.format(key=what, options="; ".join(options))
     instruction = f"cross-match {what}: " + json.dumps(options, ensure_ascii=False)
-    replies = _per_item("cross_match", instruction, rest, engine, batch, {"enum": [*options, "none"]},
-                        lambda listed: [system(sys_text), user(MATCH_USER.format(listed=listed))])
-    out.update({v: by_norm[norm(got)] for v, got in replies.items() if norm(got) in by_norm})
+    for start in range(0, len(rest), batch):
+        chunk = rest[start:start + batch]
+        listed = "\n".join(f"{n + 1}. <item>{v}</item>" for n, v in enumerate(chunk))
+        schema = {"type": "object",
+                  "properties": {str(n + 1): {"enum": [*options, "none"]} for n in range(len(chunk))},
+                  "required": [str(n + 1) for n in range(len(chunk))]}
+        text = engine.call("cross_match", instruction, json.dumps(chunk, ensure_ascii=False),
+                           [system(sys_text), user(MATCH_USER.format(listed=listed))],
+                           max_tokens=12 * len(chunk) + 16, json_schema=schema)
+        try:
+            reply = json.loads(text[text.find("{"): text.rfind("}") + 1])
+        except ValueError:
+            reply = {}
+        for n, v in enumerate(chunk):
+            got = reply.get(str(n + 1)) if isinstance(reply, dict) else None
+            hit = by_norm.get(norm(got)) if isinstance(got, str) else None
+            if hit is not None:
+                out[v] = hit
+        if hasattr(engine, "_tick"):
+            engine._tick("cross_match", min(start + batch, len(rest)), len(rest))
     return out
 
 
@@ -224,32 +241,6 @@ def _free_names(values: Sequence[str], what: str, engine: Any, batch: int) -> di
                 out[v] = got.strip()
         if hasattr(engine, "_tick"):
             engine._tick("cross_name", min(start + batch, len(values)), len(values))
-    return out
-
-
-def _per_item(kind: str, instruction: str, values: Sequence[str], engine: Any, batch: int,
-              item_schema: dict[str, Any], messages: Callable[[str], list[Message]]) -> dict[str, str]:
-    """``value -> the LM's text for it``: ``batch`` values per cached call, listed as numbered ``<item>``s,
-    the reply a JSON object by item number (each value constrained by ``item_schema``); an unreadable
-    reply answers nothing."""
-    out: dict[str, str] = {}
-    for start in range(0, len(values), batch):
-        chunk = list(values[start:start + batch])
-        listed = "\n".join(f"{n + 1}. <item>{v}</item>" for n, v in enumerate(chunk))
-        schema = {"type": "object", "properties": {str(n + 1): item_schema for n in range(len(chunk))},
-                  "required": [str(n + 1) for n in range(len(chunk))]}
-        text = engine.call(kind, instruction, json.dumps(chunk, ensure_ascii=False), messages(listed),
-                           max_tokens=12 * len(chunk) + 16, json_schema=schema)
-        try:
-            reply = json.loads(text[text.find("{"): text.rfind("}") + 1])
-        except ValueError:
-            reply = {}
-        for n, v in enumerate(chunk):
-            got = reply.get(str(n + 1)) if isinstance(reply, dict) else None
-            if isinstance(got, str):
-                out[v] = got
-        if hasattr(engine, "_tick"):
-            engine._tick(kind, min(start + batch, len(values)), len(values))
     return out
 
 
