@@ -35,3 +35,31 @@ def test_distractors_are_seeded_recombinations_with_valid_keys(spider_dir: Path)
     assert renamed > 10 and fks > 10
     later = distractors(sources, 5, seed=0, start=30)
     assert not {s.name for s, _ in later} & {s.name for s, _ in out}
+
+
+def test_rerank_distractors_never_hold_a_tables_own_half_or_dev(spider_dir: Path) -> None:
+    """The re-ranker's distractor collections (bench/routing/rerank.py --distractors): a half's questions
+    meet distractors recombined from the other half only, never from their own databases or Spider dev's."""
+    from bench.routing.rerank import distractor_sources
+    from bench.routing.spider_train_halves import spider_train_halves
+
+    train, half_a, _ = spider_train_halves(0)
+    entries = json.loads((spider_dir / "tables.json").read_text())
+    sources = [(Schema.from_spider(e), {}) for e in entries]
+    dev_dbs = sorted({e["db_id"] for e in json.loads((spider_dir / "dev.json").read_text())})
+    own_b = {e["db_id"] for e in train if e["db_id"] not in half_a}
+    pool = distractor_sources(sources, own_b, dev_dbs)
+    names = {s.name for s, _ in pool}
+    assert names and not names & own_b and not names & set(dev_dbs)
+    assert half_a <= names  # the other half feeds them whole
+    from tagql.text import split_identifier
+
+    def words(name: str) -> str:  # how a distractor spells a table it keeps unrenamed
+        return "_".join(split_identifier(name).split()).lower()
+
+    tables_of = {s.name: {words(t.name) for t in s.tables} for s, _ in sources}
+    pool_tables = set().union(*(tables_of[n] for n in names))
+    own_only = set().union(*(tables_of[n] for n in own_b)) - pool_tables
+    for s, _ in distractors(pool, 20, seed=1, share=0.0):  # unrenamed: every table is a pool table
+        got = {words(t.name).removesuffix("_2") for t in s.tables}
+        assert got <= pool_tables and not got & own_only
