@@ -133,3 +133,27 @@ def test_table_lists_start_with_a_trail_and_do_not_depend_on_k(small_router, sma
             for i in range(1, len(c.tables)):  # later tables join the earlier ones where the graph allows
                 reach = {n for t in c.tables[:i] for n in g.neighbours(c.database, t)} - set(c.tables[:i])
                 assert not reach or c.tables[i] in reach, (c.database, c.tables)
+
+
+def test_copies_of_a_table_share_a_group_whatever_their_names(tmp_path: Path) -> None:
+    """``same_rows``: the scorers' training never takes a copy of the question's table as a negative."""
+    from tagql.db.schema import Column, Schema, Table
+    from tagql.routing.collection import Collection
+    from tagql.routing.ours import same_rows
+
+    def table(name: str, a: str, b: str) -> Table:
+        return Table(name, [Column(a, "TEXT"), Column(b, "INTEGER")])
+
+    singers = {("singer", "name"): ["Joe", "Ann"], ("singer", "age"): [31, 40]}
+    c = Collection("copies", tmp_path / "copies")
+    c.add(Schema("music", [table("singer", "name", "age"), table("empty", "x", "y")]), kind="ddl", target=None,
+          values=singers)
+    c.add(Schema("fragment_00001", [table("vocalist", "title", "years")]), kind="ddl", target=None,
+          values={("vocalist", "title"): ["Joe", "Ann"], ("vocalist", "years"): [31, 40]})
+    c.add(Schema("other", [table("singer", "name", "age"), table("empty", "x", "y")]), kind="ddl", target=None,
+          values={("singer", "name"): ["Joe", "Bo"], ("singer", "age"): [31, 40]})
+    keys = [("music", "singer"), ("music", "empty"), ("fragment_00001", "vocalist"), ("other", "singer"),
+            ("other", "empty")]
+    g = same_rows(c, keys)
+    assert g[0] == g[2]  # the renamed copy with the same rows
+    assert len({g[0], g[1], g[3], g[4]}) == 4  # other rows, or no rows (same name and columns): not copies

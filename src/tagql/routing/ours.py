@@ -236,6 +236,29 @@ class ValueIndex:
         return out
 
 
+def same_rows(collection: Collection, keys: Sequence[tuple[str, str]]) -> np.ndarray:
+    """A group id per table of ``keys``, shared by tables that store the same values column by column
+    (copies of one table in several databases, whatever they are named); a table without stored values
+    is in a group of its own. A copy of the table a synthetic question was written from answers it as
+    well, so the scorers' training never takes one as a negative: at 10,000 databases with copied tables
+    the table scorer learned negative weights for BM25, neighbour votes and value matches otherwise."""
+    pos = {k: i for i, k in enumerate(keys)}
+    out = np.arange(len(keys), dtype=np.int64)
+    seen: dict[tuple, int] = {}
+    for db, entry in collection.entries.items():
+        vals = collection.values(db)
+        for t in entry.schema.tables:
+            i = pos.get((db, t.name))
+            cols = tuple(tuple(vals.get((t.name, c.name), ())) for c in t.columns)
+            if i is None or not any(cols):
+                continue
+            try:
+                out[i] = seen.setdefault(cols, i)
+            except TypeError:  # an unhashable stored value: keep the table alone
+                continue
+    return out
+
+
 class GraphRouter:
     method = "ours"
 
@@ -527,6 +550,10 @@ class GraphRouter:
         embed_s = time.perf_counter() - t0
         held, mem = self.held_split(len(syn))
         self._set_memory([syn[i] for i in mem], vecs[mem])
+        group = same_rows(self.collection, self.keys)
+        db_groups = [set() for _ in self.dbs]
+        for j, g in enumerate(group):
+            db_groups[self.key_db[j]].add(int(g))
         xs, ys = [], []
         held_feats = []
         step = self._chunk(256)
@@ -540,10 +567,11 @@ class GraphRouter:
             held_feats.append((f if keep else groups, chunk, self._tuned_db([q.question for q in chunk])))
             for qi, q in enumerate(chunk):
                 gold = {self.key_pos[(q.schema.database, t)] for t in q.schema.tables}
+                copies = {int(group[j]) for j in gold}  # the gold tables and their copies elsewhere
                 prior = f[qi, :, 0] + f[qi, :, 1] + f[qi, :, 2] + f[qi, :, 4]
-                neg = [int(j) for j in np.argsort(-prior)[:30] if int(j) not in gold][:20]
-                for j in list(gold) + neg:
-                    xs.append(f[qi, j])
+                neg = [int(j) for j in np.argsort(-prior)[:30] if int(group[j]) not in copies][:20]
+                for j in list(gold) + neg:  # a copy: a view would keep the chunk's whole array alive
+                    xs.append(f[qi, j].copy())
                     ys.append(int(j in gold))
             if progress:
                 progress("training the scorer", min(s + step, len(held)), len(held))
@@ -557,9 +585,12 @@ class GraphRouter:
             df = self.db_features(f, lg, tuned)
             for qi, q in enumerate(chunk):
                 gold = self.db_index[q.schema.database]
-                order = [int(d) for d in np.argsort(-df[qi, :, 0])[:16] if int(d) != gold][:15]
+                needed = {int(group[self.key_pos[(q.schema.database, t)]]) for t in q.schema.tables}
+                # a database holding copies of every table the question was written from answers it too
+                order = [int(d) for d in np.argsort(-df[qi, :, 0])[:16]
+                         if int(d) != gold and not needed <= db_groups[int(d)]][:15]
                 for d in [gold] + order:
-                    dx.append(df[qi, d])
+                    dx.append(df[qi, d].copy())
                     dy.append(int(d == gold))
         if len(self.dbs) > 1:
             self.db_weights = fit_logistic(np.array(dx), np.array(dy)).astype(np.float32)
