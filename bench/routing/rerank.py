@@ -25,10 +25,9 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
-
-from pathlib import Path
 
 from bench.routing.spider_train_halves import spider_train_halves
 
@@ -175,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
             data[name].update(extra)
     versions = list(data["A"])
     results: dict = {"collection": args.collection, "trees": TREES, "questions": {n: len(halves[n]) for n in halves},
-                     "distractors": args.distractors, "cross_fit": {}, "shipped": {}}
+                     "distractors": args.distractors, "cross_fit": {}}
     shipped = load_reranker()
     print(f"{'fit on -> test':<16}{'version':<12}{'first stage R@1':>16}{'re-ranked R@1':>15}{'shipped R@1':>13}")
     for train_half, test_half in (("A", "B"), ("B", "A")):
