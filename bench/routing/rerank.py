@@ -100,10 +100,7 @@ def distractor_rows(halves: dict[str, list[dict]], size: int, work: Path, questi
             coll = Collection.load(path.name, settings, path=path)
         else:
             coll = Collection(path.name, path, settings=settings)
-            coll.delete()
-            for sch, vals in list(sources) + scale.distractors(pool, max(0, size - len(sources)), seed):
-                coll.add(sch, kind="ddl", target=None, values=vals)
-            coll.save()
+            scale.fill_collection(coll, list(sources) + scale.distractors(pool, max(0, size - len(sources)), seed))
             t = time.perf_counter()
 
             def progress(stage: str, done: int, total: int, t=t) -> None:

@@ -195,26 +195,37 @@ def _print(results: dict[str, Any]) -> None:
               f"{r['db_r@5']:>8}{r['table_r@5']:>8}")
 
 
-def collection_size(size: int, args: Any, work: Path) -> dict[str, Any]:
-    """The collection alone at ``size`` databases: add (values, graph edges), save, load, schema graph."""
-    from tagql.routing.collection import Collection
-
+def grown(size: int, seed: int, work: Path) -> tuple[list[Source], Source, list[Source]]:
+    """(the ``size`` databases: every source, then distractors recombined from the sources Spider dev never
+    asks about; one more distractor, the database added last; the sources)."""
     sources, dev_dbs = load_sources(work)
     pool = [s for s in sources if s[0].name not in dev_dbs]
-    t = time.perf_counter()
-    extra = distractors(pool, max(0, size - len(sources)) + 1, args.seed)
-    gen_s = time.perf_counter() - t
-    dbs, more = list(sources) + extra[:-1], extra[-1]
-    settings = load_settings()
-    coll = Collection(f"scale-{size}-collection", work / f"scale-{size}-collection", settings=settings)
+    extra = distractors(pool, max(0, size - len(sources)) + 1, seed)
+    return list(sources) + extra[:-1], extra[-1], sources
+
+
+def fill_collection(coll: Any, dbs: Sequence[Source]) -> tuple[float, float]:
+    """Empty ``coll``, add every schema of ``dbs`` with its stored values, save it (one write);
+    (seconds adding, seconds saving)."""
     coll.delete()
     t = time.perf_counter()
     for s, v in dbs:
         coll.add(s, kind="ddl", target=None, values=v)
-    add_s = time.perf_counter() - t
-    t = time.perf_counter()
+    t1 = time.perf_counter()
     coll.save()
-    save_s = time.perf_counter() - t
+    return round(t1 - t, 1), round(time.perf_counter() - t1, 1)
+
+
+def collection_size(size: int, args: Any, work: Path) -> dict[str, Any]:
+    """The collection alone at ``size`` databases: add (values, graph edges), save, load, schema graph."""
+    from tagql.routing.collection import Collection
+
+    t = time.perf_counter()
+    dbs, more, _ = grown(size, args.seed, work)
+    gen_s = time.perf_counter() - t
+    settings = load_settings()
+    coll = Collection(f"scale-{size}-collection", work / f"scale-{size}-collection", settings=settings)
+    add_s, save_s = fill_collection(coll, dbs)
     t = time.perf_counter()
     loaded = Collection.load(coll.name, settings, path=coll.path)
     load_s = time.perf_counter() - t
@@ -229,7 +240,7 @@ def collection_size(size: int, args: Any, work: Path) -> dict[str, Any]:
     res = {"databases": len(dbs), "tables": sum(len(s.tables) for s, _ in dbs),
            "columns": sum(len(t.columns) for s, _ in dbs for t in s.tables),
            "graph_edges": sum(len(e.edges) for e in loaded.entries.values()), "graph_nodes": g.g.number_of_nodes(),
-           "distractors_s": round(gen_s, 1), "add_s": round(add_s, 1), "save_s": round(save_s, 1),
+           "distractors_s": round(gen_s, 1), "add_s": add_s, "save_s": save_s,
            "load_s": round(load_s, 1), "graph_s": round(graph_s, 1), "add_one_s": round(add_one_s, 1),
            "disk_mb": round(disk / 2**20, 1),
            "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
@@ -243,26 +254,21 @@ def run_size(size: int, args: Any, work: Path) -> dict[str, Any]:
     from tagql.routing.collection import Collection
     from tagql.routing.ours import BuildConfig, GraphRouter
 
-    sources, dev_dbs = load_sources(work)
-    pool = [s for s in sources if s[0].name not in dev_dbs]
-    extra = distractors(pool, max(0, size - len(sources)) + 1, args.seed)
-    dbs, more = list(sources) + extra[:-1], extra[-1]
+    dbs, more, sources = grown(size, args.seed, work)
     settings = load_settings()
     embedder = make_embedder(settings)
     coll = Collection(f"scale-{size}", work / f"scale-{size}", settings=settings)
-    coll.delete()
     stages: dict[str, float] = {}
     t0 = time.perf_counter()
-    for s, v in dbs:
-        coll.add(s, kind="ddl", target=None, values=v)
-    coll.save()
+    fill_collection(coll, dbs)
     stages["collection_s"] = round(time.perf_counter() - t0, 1)
     last: dict[str, float] = {}
 
     def progress(stage: str, done: int, total: int) -> None:
         now = time.perf_counter()
         if done == total or now - last.get(stage, 0) > 60:
-            print(f"  {size}: {stage} {done}/{total} ({now - t0:.0f} s)", file=sys.stderr, flush=True)
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # which stage sets the peak
+            print(f"  {size}: {stage} {done}/{total} ({now - t0:.0f} s, peak RSS {peak} MB)", file=sys.stderr, flush=True)
             last[stage] = now
 
     t = time.perf_counter()
@@ -299,7 +305,7 @@ def run_size(size: int, args: Any, work: Path) -> dict[str, Any]:
     info = r2.update()
     add_s = round(time.perf_counter() - t, 1)
     return {
-        "databases": len(dbs), "distractors": len(extra) - 1, "tables": sum(len(s.tables) for s, _ in dbs),
+        "databases": len(dbs), "distractors": len(dbs) - len(sources), "tables": sum(len(s.tables) for s, _ in dbs),
         "columns": sum(len(t.columns) for s, _ in dbs for t in s.tables),
         "graph_edges": sum(len(e.edges) for e in coll.entries.values()),
         "synthetic_questions": len(router.syn), "build_s": build_s, **stages,

@@ -152,8 +152,42 @@ def test_copies_of_a_table_share_a_group_whatever_their_names(tmp_path: Path) ->
           values={("vocalist", "title"): ["Joe", "Ann"], ("vocalist", "years"): [31, 40]})
     c.add(Schema("other", [table("singer", "name", "age"), table("empty", "x", "y")]), kind="ddl", target=None,
           values={("singer", "name"): ["Joe", "Bo"], ("singer", "age"): [31, 40]})
+    # without stored values: the same layout and most column names make a copy, whatever the table is called
+    c.add(Schema("bare", [table("void", "x", "y"), Table("wide", [Column("x", "TEXT"), Column("y", "TEXT")]),
+                          table("unlike", "p", "q")]), kind="ddl", target=None)
+    c.add(Schema("bare_renamed", [Table("hollow", [Column("x", "TEXT"), Column("why", "INTEGER"),
+                                                   Column("z", "INTEGER")])]), kind="ddl", target=None)
     keys = [("music", "singer"), ("music", "empty"), ("fragment_00001", "vocalist"), ("other", "singer"),
-            ("other", "empty")]
+            ("other", "empty"), ("bare", "void"), ("bare", "wide"), ("bare_renamed", "hollow"), ("bare", "unlike")]
     g = same_rows(c, keys)
     assert g[0] == g[2]  # the renamed copy with the same rows
-    assert len({g[0], g[1], g[3], g[4]}) == 4  # other rows, or no rows (same name and columns): not copies
+    assert len({g[0], g[1], g[3]}) == 3  # other rows, or no rows: not copies of the stored singers
+    assert g[1] == g[4] == g[5]  # no rows, same types and column names
+    assert len({g[1], g[6], g[7], g[8]}) == 4  # other column types; another column count; other names
+
+
+def test_training_votes_skip_copies_of_the_question_tables_in_other_databases(tmp_path: Path, embedder) -> None:
+    """A held-out synthetic question's neighbour votes never come from a copy of its tables in another
+    database, nor from its own table set; its own database's questions over other table sets still vote."""
+    from tagql.db.schema import Column, Schema, Table
+    from tagql.routing.ours import BuildConfig, same_rows
+    from tagql.routing.synth import SyntheticQuestion
+
+    rows = {"name": ["Joe", "Ann"], "age": [31, 40]}
+    c = Collection("copies", tmp_path / "copies")
+    singer = Table("singer", [Column("name", "TEXT"), Column("age", "INTEGER")])
+    concert = Table("concert", [Column("title", "TEXT"), Column("year", "INTEGER")])
+    c.add(Schema("music", [singer, concert]), kind="ddl", target=None,
+          values={("singer", k): v for k, v in rows.items()} | {("concert", "title"): ["Live"], ("concert", "year"): [1999]})
+    c.add(Schema("fragment_00001", [Table("vocalist", [Column("title", "TEXT"), Column("years", "INTEGER")])]),
+          kind="ddl", target=None, values={("vocalist", "title"): rows["name"], ("vocalist", "years"): rows["age"]})
+    c.add(Schema("shop", [Table("item", [Column("label", "TEXT")])]), kind="ddl", target=None,
+          values={("item", "label"): ["pen"]})
+    r = GraphRouter(c, BuildConfig(), embedder)
+    tables = [("music", ("singer",)), ("music", ("singer", "concert")), ("music", ("concert",)),
+              ("fragment_00001", ("vocalist",)), ("music", ("singer",)), ("shop", ("item",))]
+    syn = [SyntheticQuestion(f"question {i}", QuerySchema(db, ts), "template") for i, (db, ts) in enumerate(tables)]
+    hide = r._copies_hider(syn, same_rows(c, r.keys))
+    assert sorted(hide(0)) == [0, 3, 4]  # its own table set, and the copy's question in another database
+    assert sorted(hide(3)) == [0, 1, 3, 4]  # every question of another database touching the copied table
+    assert sorted(hide(5)) == [5]

@@ -237,20 +237,32 @@ class ValueIndex:
 
 
 def same_rows(collection: Collection, keys: Sequence[tuple[str, str]]) -> np.ndarray:
-    """A group id per table of ``keys``, shared by tables that store the same values column by column
-    (copies of one table in several databases, whatever they are named); a table without stored values
-    is in a group of its own. A copy of the table a synthetic question was written from answers it as
-    well, so the scorers' training never takes one as a negative: at 10,000 databases with copied tables
-    the table scorer learned negative weights for BM25, neighbour votes and value matches otherwise."""
+    """A group id per table of ``keys``, shared by copies of one table in several databases, whatever
+    they are named: tables that store the same values column by column or, for tables without stored
+    values, tables with the same column layout (types, primary key) and more than half of their column
+    names the same. A copy of the table a synthetic question was written from answers it as well, so the
+    scorers' training never takes one as a negative: at 10,000 databases with copied tables the table
+    scorer learned negative weights for BM25, neighbour votes and value matches otherwise."""
     pos = {k: i for i, k in enumerate(keys)}
     out = np.arange(len(keys), dtype=np.int64)
     seen: dict[tuple, int] = {}
+    by_layout: dict[tuple, list[tuple[int, list[str]]]] = defaultdict(list)  # value-less: (id, column names)
     for db, entry in collection.entries.items():
         vals = collection.values(db)
         for t in entry.schema.tables:
             i = pos.get((db, t.name))
+            if i is None:
+                continue
             cols = tuple(tuple(vals.get((t.name, c.name), ())) for c in t.columns)
-            if i is None or not any(cols):
+            if not any(cols):
+                names = [c.name.lower() for c in t.columns]
+                layout = tuple(((c.type or "").upper(), bool(c.primary_key)) for c in t.columns)
+                for gid, first in by_layout[layout]:
+                    if 2 * sum(a == b for a, b in zip(names, first)) > len(names):
+                        out[i] = gid
+                        break
+                else:
+                    by_layout[layout].append((i, names))
                 continue
             try:
                 out[i] = seen.setdefault(cols, i)
@@ -454,11 +466,11 @@ class GraphRouter:
 
     def _set_memory(self, syn: list[SyntheticQuestion], vecs: np.ndarray) -> None:
         self.syn = syn
-        self.syn_vecs = vecs.astype(np.float32)
+        self.syn_vecs = np.asarray(vecs, dtype=np.float32)  # no copy: 465 MB at 10,000 databases
+        self._hidden: np.ndarray | None = None  # memory rows the neighbour votes skip (training only)
         self._syn_db = np.array([self.db_index.get(q.schema.database, -1) for q in syn])
         self._syn_tables = [[self.key_pos[(q.schema.database, t)] for t in q.schema.tables
                              if (q.schema.database, t) in self.key_pos] for q in syn]
-        self._syn_group = np.array([hash((q.schema.database, q.schema.tables)) for q in syn])
         # synthetic questions grouped by database (the nearest one per database, for confidence)
         order = np.array([i for i in np.argsort(self._syn_db, kind="stable") if self._syn_db[i] >= 0], dtype=np.int64)
         dbs = self._syn_db[order] if len(order) else np.zeros(0, dtype=np.int64)
@@ -466,11 +478,12 @@ class GraphRouter:
         self._near_order, self._near_starts, self._near_dbs = order, starts, dbs[starts] if len(order) else dbs
 
     # ---- features ------------------------------------------------------------------------------
-    def features(self, questions: Sequence[str], exclude_groups: np.ndarray | None = None) -> np.ndarray:
-        """(Q, tables, FEATURES) evidence for every table of the collection."""
-        return self._features(questions, exclude_groups)[0]
+    def features(self, questions: Sequence[str], hide: Sequence[np.ndarray] | None = None) -> np.ndarray:
+        """(Q, tables, FEATURES) evidence for every table of the collection; ``hide`` (per question, memory
+        rows) keeps synthetic questions out of its neighbour votes."""
+        return self._features(questions, hide)[0]
 
-    def _features(self, questions: Sequence[str], exclude_groups: np.ndarray | None = None
+    def _features(self, questions: Sequence[str], hide: Sequence[np.ndarray] | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
         """The features, plus per database the cosine similarity of its nearest synthetic question."""
         qv, qw = self._embed_questions(list(questions))
@@ -484,10 +497,14 @@ class GraphRouter:
         f[:, :, 6] = (qv @ self.db_vecs.T)[:, self.key_db]
         if len(self.syn):
             sims = qv @ self.syn_vecs.T
-            if exclude_groups is not None:
-                sims[self._syn_group[None, :] == exclude_groups[:, None]] = -1
+            if self._hidden is not None:
+                sims[:, self._hidden] = -1
+            for qi, rows in enumerate(hide or ()):
+                sims[qi, rows] = -1
             k = min(self.cfg.knn, sims.shape[1])
-            top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+            # the k best of each row, copied out: the full index array is (questions x memory) int64, twice
+            # the similarities (266 MB per batch at 10,000 databases), and a view would keep it alive
+            top = np.argpartition(sims, -k, axis=1)[:, -k:].copy()
             if len(self._near_order):
                 near[:, self._near_dbs] = np.maximum.reduceat(sims[:, self._near_order], self._near_starts, axis=1)
             for qi in range(nq):
@@ -548,9 +565,13 @@ class GraphRouter:
         t0 = time.perf_counter()
         vecs = self._embed_syn(syn, progress) if vecs is None else vecs
         embed_s = time.perf_counter() - t0
-        held, mem = self.held_split(len(syn))
-        self._set_memory([syn[i] for i in mem], vecs[mem])
+        held = self.held_split(len(syn))[0]
         group = same_rows(self.collection, self.keys)
+        # the memory votes with the other questions only: the held-out ones are hidden, not copied out
+        self._set_memory(syn, vecs)
+        self._hidden = np.zeros(len(syn), dtype=bool)
+        self._hidden[held] = True
+        hide = self._copies_hider(syn, group)
         db_groups = [set() for _ in self.dbs]
         for j, g in enumerate(group):
             db_groups[self.key_db[j]].add(int(g))
@@ -562,14 +583,16 @@ class GraphRouter:
         keep = len(held) * len(self.keys) * len(FEATURES) * 4 <= HELD_BYTES
         for s in range(0, len(held), step):
             chunk = [syn[i] for i in held[s:s + step]]
-            groups = np.array([hash((q.schema.database, q.schema.tables)) for q in chunk])
-            f = self.features([q.question for q in chunk], exclude_groups=groups)
-            held_feats.append((f if keep else groups, chunk, self._tuned_db([q.question for q in chunk])))
+            hidden = [hide(i) for i in held[s:s + step]]
+            f = self.features([q.question for q in chunk], hidden)
+            held_feats.append((f if keep else hidden, chunk, self._tuned_db([q.question for q in chunk])))
             for qi, q in enumerate(chunk):
                 gold = {self.key_pos[(q.schema.database, t)] for t in q.schema.tables}
                 copies = {int(group[j]) for j in gold}  # the gold tables and their copies elsewhere
                 prior = f[qi, :, 0] + f[qi, :, 1] + f[qi, :, 2] + f[qi, :, 4]
-                neg = [int(j) for j in np.argsort(-prior)[:30] if int(group[j]) not in copies][:20]
+                # the 20 best-scored other tables; copies of the gold ones are skipped, not counted (at
+                # 10,000 databases the 30 best were often all copies, and the scorer saw no negative)
+                neg = [int(j) for j in np.argsort(-prior) if int(group[j]) not in copies][:20]
                 for j in list(gold) + neg:  # a copy: a view would keep the chunk's whole array alive
                     xs.append(f[qi, j].copy())
                     ys.append(int(j in gold))
@@ -580,14 +603,14 @@ class GraphRouter:
         dx, dy = [], []
         for f, chunk, tuned in held_feats:
             if not keep:
-                f = self.features([q.question for q in chunk], exclude_groups=f)
+                f = self.features([q.question for q in chunk], f)
             lg = f @ self.weights
             df = self.db_features(f, lg, tuned)
             for qi, q in enumerate(chunk):
                 gold = self.db_index[q.schema.database]
                 needed = {int(group[self.key_pos[(q.schema.database, t)]]) for t in q.schema.tables}
                 # a database holding copies of every table the question was written from answers it too
-                order = [int(d) for d in np.argsort(-df[qi, :, 0])[:16]
+                order = [int(d) for d in np.argsort(-df[qi, :, 0])
                          if int(d) != gold and not needed <= db_groups[int(d)]][:15]
                 for d in [gold] + order:
                     dx.append(df[qi, d].copy())
@@ -605,6 +628,30 @@ class GraphRouter:
                      "db_weights": dict(zip(self.db_feature_names, map(float, self.db_weights)))}
         return self.meta
 
+    def _copies_hider(self, syn: Sequence[SyntheticQuestion], group: np.ndarray) -> Callable[[int], np.ndarray]:
+        """For the held-out synthetic question ``i``, the memory rows its neighbour votes must not see:
+        the questions of its own database written from the same tables, and every question of another
+        database written from a copy (``same_rows`` group) of one of them. A real question meets neither
+        (its database has no such near duplicates elsewhere); with them the votes went to the copies, and
+        at 10,000 databases the scorer learned negative weights for neighbour votes and BM25."""
+        tables = [frozenset(int(group[self.key_pos[(q.schema.database, t)]]) for t in q.schema.tables
+                            if (q.schema.database, t) in self.key_pos) for q in syn]
+        rows: dict[int, list[int]] = defaultdict(list)
+        for i, gs in enumerate(tables):
+            for g in gs:
+                rows[g].append(i)
+        by_group = {g: np.array(v, dtype=np.int64) for g, v in rows.items()}
+        syn_db = np.array([self.db_index.get(q.schema.database, -1) for q in syn])
+
+        def hide(i: int) -> np.ndarray:
+            if not tables[i]:
+                return np.zeros(0, dtype=np.int64)
+            idx = np.unique(np.concatenate([by_group[g] for g in tables[i]]))
+            same = np.fromiter((tables[j] == tables[i] for j in idx), dtype=bool, count=len(idx))
+            return idx[(syn_db[idx] != syn_db[i]) | same]
+
+        return hide
+
     def _chunk(self, most: int) -> int:
         """Questions per feature batch: ``most``, fewer when their (questions, tables, features) array would
         pass CHUNK_BYTES (large collections; the results do not depend on the batch size)."""
@@ -617,12 +664,12 @@ class GraphRouter:
         return w
 
     def _embed_syn(self, syn: Sequence[SyntheticQuestion], progress: Progress | None) -> np.ndarray:
-        parts = []
+        out = np.zeros((len(syn), self.doc_vecs.shape[1]), dtype=np.float32)  # filled in place: no second copy
         for s in range(0, len(syn), 512):
-            parts.append(self.emb.embed([q.question for q in syn[s:s + 512]]))
+            out[s:s + 512] = self.emb.embed([q.question for q in syn[s:s + 512]])
             if progress:
                 progress("embedding questions", min(s + 512, len(syn)), len(syn))
-        return np.concatenate(parts) if parts else np.zeros((0, self.doc_vecs.shape[1]), dtype=np.float32)
+        return out
 
     # ---- decoding ------------------------------------------------------------------------------
     def trails(self, db: str, logit: dict[str, float]) -> list[tuple[float, list[str]]]:
@@ -890,7 +937,7 @@ class GraphRouter:
         syn = [SyntheticQuestion.from_dict(json.loads(line)) for line in (d / "synthetic.jsonl").read_text().splitlines()]
         vecs = np.load(d / "syn_vecs.npy")
         keep = [i for i, q in enumerate(syn) if q.schema.database in collection.entries]
-        r._set_memory([syn[i] for i in keep], vecs[keep])
+        r._set_memory([syn[i] for i in keep], vecs[keep] if len(keep) < len(syn) else vecs)
         if (d / TUNED_DIR / "modules.json").exists():
             r.set_tuned(load_encoder(d / TUNED_DIR))
         if len(meta["weights_vec"]) != len(FEATURES) or len(meta["db_weights_vec"]) != len(r.db_feature_names):
