@@ -24,6 +24,7 @@ one question at a time over the first ``--latency`` of them), then add one more 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import pickle
@@ -149,6 +150,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--questions-per-table", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", default=None)
+    ap.add_argument("--reuse", action="store_true",
+                    help="route with the router an earlier run built under --work (e.g. after a re-ranker refit); "
+                         "build figures are that run's, peak RSS is this run's (load and routing only)")
     ap.add_argument("--collection-sizes", default="",
                     help="sizes whose collection only is built and loaded (no router: its embedding is the cost)")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # child: run one size
@@ -172,7 +176,8 @@ def main(argv: list[str] | None = None) -> None:
         cmd = [sys.executable, "-m", "bench.routing.scale", "--one", str(size), "--child-out", str(out),
                *(["--collection-only"] if only else []),
                "--questions", str(args.questions), "--latency", str(args.latency),
-               "--questions-per-table", str(args.questions_per_table), "--seed", str(args.seed), "--work", str(work)]
+               "--questions-per-table", str(args.questions_per_table), "--seed", str(args.seed), "--work", str(work),
+               *(["--reuse"] if args.reuse else [])]
         print(f"size {size} ...", file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True)
         results["collection_only" if only else "sizes"][str(size)] = json.loads(out.read_text())
@@ -257,26 +262,53 @@ def run_size(size: int, args: Any, work: Path) -> dict[str, Any]:
     dbs, more, sources = grown(size, args.seed, work)
     settings = load_settings()
     embedder = make_embedder(settings)
-    coll = Collection(f"scale-{size}", work / f"scale-{size}", settings=settings)
-    stages: dict[str, float] = {}
-    t0 = time.perf_counter()
-    fill_collection(coll, dbs)
-    stages["collection_s"] = round(time.perf_counter() - t0, 1)
-    last: dict[str, float] = {}
+    path = work / f"scale-{size}"
+    if args.reuse and (path / "router" / "meta.json").exists():
+        coll = Collection.load(path.name, settings, path=path)
+        if more[0].name in coll.entries:  # the database the earlier run added last
+            coll.remove(more[0].name)
+            coll.save()
+        router = GraphRouter.load(coll, embedder)
+        build: dict[str, Any] = {"reused_build": True, "build_s": router.meta.get("build_s")}
+    else:
+        coll = Collection(path.name, path, settings=settings)
+        t0 = time.perf_counter()
+        fill_collection(coll, dbs)
+        build = {"collection_s": round(time.perf_counter() - t0, 1)}
+        last: dict[str, float] = {}
 
-    def progress(stage: str, done: int, total: int) -> None:
-        now = time.perf_counter()
-        if done == total or now - last.get(stage, 0) > 60:
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # which stage sets the peak
-            print(f"  {size}: {stage} {done}/{total} ({now - t0:.0f} s, peak RSS {peak} MB)", file=sys.stderr, flush=True)
-            last[stage] = now
+        def progress(stage: str, done: int, total: int) -> None:
+            now = time.perf_counter()
+            if done == total or now - last.get(stage, 0) > 60:
+                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # which stage sets the peak
+                print(f"  {size}: {stage} {done}/{total} ({now - t0:.0f} s, peak RSS {peak} MB)", file=sys.stderr,
+                      flush=True)
+                last[stage] = now
 
-    t = time.perf_counter()
-    router = GraphRouter.build(coll, BuildConfig(questions_per_table=args.questions_per_table, seed=args.seed),
-                               progress, embedder=embedder)
-    stages["router_s"] = round(time.perf_counter() - t, 1)
-    build_s = round(time.perf_counter() - t0, 1)
+        t = time.perf_counter()
+        router = GraphRouter.build(coll, BuildConfig(questions_per_table=args.questions_per_table, seed=args.seed),
+                                   progress, embedder=embedder)
+        build |= {"router_s": round(time.perf_counter() - t, 1), "build_s": round(time.perf_counter() - t0, 1)}
+    res = {"databases": len(dbs), "distractors": len(dbs) - len(sources), "tables": sum(len(s.tables) for s, _ in dbs),
+           "columns": sum(len(t.columns) for s, _ in dbs for t in s.tables),
+           "graph_edges": sum(len(e.edges) for e in coll.entries.values()),
+           "synthetic_questions": len(router.syn), **build,
+           "router_meta": {k: router.meta.get(k) for k in ("synthesis_s", "embed_s", "build_s")},
+           **route_figures(router, sources, args)}
+    # the router is let go before the incremental step loads it again: two in memory at once made the peak
+    res["max_rss_build_route_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    del router
+    gc.collect()
+    res |= add_one(coll, embedder, more)
+    res |= {"disk_mb": round(sum(f.stat().st_size for f in coll.path.rglob("*") if f.is_file()) / 2**20, 1),
+            "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    return res
 
+
+def route_figures(router: Any, sources: list[Source], args: Any) -> dict[str, Any]:
+    """Route the seeded Spider dev sample with ``router``: in one batch (recall), then one at a time
+    (latency)."""
     dev = json.loads((DATA / "spider" / "dev.json").read_text())
     if args.questions and args.questions < len(dev):
         dev = random.Random(args.seed).sample(dev, args.questions)
@@ -293,30 +325,24 @@ def run_size(size: int, args: Any, work: Path) -> dict[str, Any]:
         router.route(q, k=5)
         lat.append(1000 * (time.perf_counter() - t))
     lat.sort()
-    disk = sum(f.stat().st_size for f in coll.path.rglob("*") if f.is_file())
+    return {"questions": len(qs), "batch_ms_per_q": round(batch_ms, 1), "p50_ms": round(statistics.median(lat), 1),
+            "p95_ms": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 1), **summarize(cands, golds)}
 
-    # incremental: one more database
+
+def add_one(coll: Any, embedder: Any, more: Source) -> dict[str, Any]:
+    """Add one database to the built collection and bring its saved router up to date (load + update)."""
+    from tagql.routing.ours import GraphRouter
+
     t = time.perf_counter()
     coll.add(more[0], kind="ddl", target=None, values=more[1])
     coll.save()
     add_coll_s = time.perf_counter() - t
-    r2 = GraphRouter.load(coll, embedder)
+    router = GraphRouter.load(coll, embedder)
     load_s = time.perf_counter() - t - add_coll_s
-    info = r2.update()
-    add_s = round(time.perf_counter() - t, 1)
-    return {
-        "databases": len(dbs), "distractors": len(dbs) - len(sources), "tables": sum(len(s.tables) for s, _ in dbs),
-        "columns": sum(len(t.columns) for s, _ in dbs for t in s.tables),
-        "graph_edges": sum(len(e.edges) for e in coll.entries.values()),
-        "synthetic_questions": len(router.syn), "build_s": build_s, **stages,
-        "router_meta": {k: router.meta.get(k) for k in ("synthesis_s", "embed_s", "build_s")},
-        "add_one_s": add_s, "add_one": {"collection_s": round(add_coll_s, 2), "router_load_s": round(load_s, 1),
-                                        "update_s": info["seconds"], "new_questions": info["new_questions"]},
-        "disk_mb": round(disk / 2**20, 1), "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "questions": len(qs), "batch_ms_per_q": round(batch_ms, 1),
-        "p50_ms": round(statistics.median(lat), 1), "p95_ms": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 1),
-        **summarize(cands, golds), "load_avg": [round(x, 2) for x in os.getloadavg()],
-    }
+    info = router.update()
+    return {"add_one_s": round(time.perf_counter() - t, 1),
+            "add_one": {"collection_s": round(add_coll_s, 2), "router_load_s": round(load_s, 1),
+                        "update_s": info["seconds"], "new_questions": info["new_questions"]}}
 
 
 if __name__ == "__main__":
