@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tagql.routing.collection import Collection
@@ -187,7 +188,8 @@ def test_training_votes_skip_copies_of_the_question_tables_in_other_databases(tm
     tables = [("music", ("singer",)), ("music", ("singer", "concert")), ("music", ("concert",)),
               ("fragment_00001", ("vocalist",)), ("music", ("singer",)), ("shop", ("item",))]
     syn = [SyntheticQuestion(f"question {i}", QuerySchema(db, ts), "template") for i, (db, ts) in enumerate(tables)]
-    hide = r._copies_hider(syn, same_rows(c, r.keys))
+    r._set_memory(syn, np.zeros((len(syn), r.doc_vecs.shape[1]), dtype=np.float32))
+    hide = r._copies_hider(same_rows(c, r.keys))
     assert sorted(hide(0)) == [0, 3, 4]  # its own table set, and the copy's question in another database
     assert sorted(hide(3)) == [0, 1, 3, 4]  # every question of another database touching the copied table
     assert sorted(hide(5)) == [5]

@@ -571,7 +571,7 @@ class GraphRouter:
         self._set_memory(syn, vecs)
         self._hidden = np.zeros(len(syn), dtype=bool)
         self._hidden[held] = True
-        hide = self._copies_hider(syn, group)
+        hide = self._copies_hider(group)  # reads the memory just set
         db_groups = [set() for _ in self.dbs]
         for j, g in enumerate(group):
             db_groups[self.key_db[j]].add(int(g))
@@ -628,20 +628,19 @@ class GraphRouter:
                      "db_weights": dict(zip(self.db_feature_names, map(float, self.db_weights)))}
         return self.meta
 
-    def _copies_hider(self, syn: Sequence[SyntheticQuestion], group: np.ndarray) -> Callable[[int], np.ndarray]:
-        """For the held-out synthetic question ``i``, the memory rows its neighbour votes must not see:
-        the questions of its own database written from the same tables, and every question of another
+    def _copies_hider(self, group: np.ndarray) -> Callable[[int], np.ndarray]:
+        """For the memory's synthetic question ``i`` (held out), the memory rows its neighbour votes must not
+        see: the questions of its own database written from the same tables, and every question of another
         database written from a copy (``same_rows`` group) of one of them. A real question meets neither
         (its database has no such near duplicates elsewhere); with them the votes went to the copies, and
         at 10,000 databases the scorer learned negative weights for neighbour votes and BM25."""
-        tables = [frozenset(int(group[self.key_pos[(q.schema.database, t)]]) for t in q.schema.tables
-                            if (q.schema.database, t) in self.key_pos) for q in syn]
+        tables = [frozenset(int(group[j]) for j in keys) for keys in self._syn_tables]
         rows: dict[int, list[int]] = defaultdict(list)
         for i, gs in enumerate(tables):
             for g in gs:
                 rows[g].append(i)
         by_group = {g: np.array(v, dtype=np.int64) for g, v in rows.items()}
-        syn_db = np.array([self.db_index.get(q.schema.database, -1) for q in syn])
+        syn_db = self._syn_db
 
         def hide(i: int) -> np.ndarray:
             if not tables[i]:
