@@ -1,16 +1,14 @@
 """Routing takes its embedder as an argument: none is fetched behind the caller's back, an index built
-with one embedder is not silently queried with another, and the scorer is fitted without scikit-learn."""
+with one embedder is not silently queried with another."""
 
 from __future__ import annotations
-
-import importlib.util
 
 import numpy as np
 import pytest
 
 from tagql.embeddings import EmbeddingUnavailable
 from tagql.routing.errors import IndexMissing
-from tagql.routing.ours import BuildConfig, GraphRouter, fit_logistic
+from tagql.routing.ours import BuildConfig, GraphRouter
 
 
 class OtherEmbedder:
@@ -37,30 +35,6 @@ def test_index_built_with_another_embedder_asks_for_a_rebuild(small_collection, 
         GraphRouter.load(small_collection, OtherEmbedder())
     assert "tagql route index" in e.value.one_line()
     assert GraphRouter.load(small_collection, small_router.emb).meta["encoder"] == small_router.emb.name
-
-
-def test_fit_logistic_is_the_regularised_optimum():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(3000, 11))
-    x[:, -1] = 1.0
-    y = (x @ rng.normal(size=11) * 3 + rng.normal(size=3000) > 0).astype(int)
-    w = fit_logistic(x, y)
-    p = 1 / (1 + np.exp(-(x @ w)))
-    assert np.abs(w + x.T @ (p - y)).max() < 1e-6  # gradient of 0.5|w|^2 + sum(log-loss) is zero
-    # separable data: the L2 term keeps the weights finite (no divergence)
-    ws = fit_logistic(x, (x[:, 0] > 0).astype(int))
-    assert np.isfinite(ws).all() and ws[0] > 1.0
-
-
-@pytest.mark.skipif(importlib.util.find_spec("sklearn") is None, reason="scikit-learn not installed")
-def test_fit_logistic_matches_scikit_learn():
-    from sklearn.linear_model import LogisticRegression
-
-    rng = np.random.default_rng(1)
-    x = rng.normal(size=(2000, 8))
-    y = (x @ rng.normal(size=8) + rng.normal(size=2000) > 0).astype(int)
-    ref = LogisticRegression(C=1.0, fit_intercept=False, tol=1e-10, max_iter=5000).fit(x, y).coef_[0]
-    assert np.allclose(fit_logistic(x, y), ref, atol=1e-6)
 
 
 def test_long_documents_are_embedded_in_small_batches(small_collection, small_router, tmp_path):

@@ -42,6 +42,7 @@ from tagql.embeddings import Embedder, EmbeddingUnavailable
 from tagql.routing.candidate import Candidate
 from tagql.routing.errors import IndexMissing
 from tagql.routing.finetune import contrastive_encoder, finetune_encoder, load_pairs
+from tagql.routing.fit import fit_logistic, fit_softmax
 from tagql.routing.lexicon import SoftLexicon, content_words, related_schema_words, schema_words
 from tagql.routing.rerank import candidate_features, load_reranker, schema_word_rows, soft_coverage
 from tagql.routing.retrieval import table_doc
@@ -142,6 +143,9 @@ class BuildConfig:
 # identical vectors, same time)
 LONG_TEXT = 300  # characters
 LONG_BATCH = 16
+DB_HARD = 100  # the database ranking fit compares the gold database with this many best-scored others
+DB_RANDOM = 100  # and this many random others (the hard ones alone over-weigh the feature that picked them)
+DB_CALIBRATE = 15  # the ranking score is calibrated into log-odds on the gold vs this many best others
 HELD_BYTES = 1 << 30  # held-out feature arrays kept between the two scorer fits up to this size
 CHUNK_BYTES = 256 << 20  # one batch's (questions, tables, features) array at most (large collections)
 ONE_DATABASE = "prior: one database"  # meta["db_scorer"] of a router built on a one-database collection
@@ -173,34 +177,6 @@ def _drop_vector_cache(router_dir: Path) -> None:
 def _norm_max(x: np.ndarray) -> np.ndarray:
     m = x.max(axis=1, keepdims=True)
     return x / np.where(m > 0, m, 1.0)
-
-
-def fit_logistic(x: np.ndarray, y: np.ndarray, c: float = 1.0, iters: int = 100, tol: float = 1e-10) -> np.ndarray:
-    """Weights of an L2-regularised logistic regression without intercept (the features carry a bias):
-    the minimum of ``0.5 |w|^2 + c * sum(log-loss)``, scikit-learn's ``LogisticRegression(C=c,
-    fit_intercept=False)`` objective, by Newton's method (convex: the same unique optimum; a few
-    features, so each step is a tiny linear solve). No scikit-learn needed at index time."""
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    sign = 2.0 * y - 1.0
-
-    def loss(w: np.ndarray) -> float:
-        return 0.5 * float(w @ w) + c * float(np.logaddexp(0.0, -sign * (x @ w)).sum())
-
-    w = np.zeros(x.shape[1])
-    eye = np.eye(x.shape[1])
-    for _ in range(iters):
-        p = 0.5 * (1.0 + np.tanh(0.5 * (x @ w)))  # the logistic function, without overflow
-        grad = w + c * (x.T @ (p - y))
-        hess = eye + c * (x.T * (p * (1.0 - p))) @ x
-        step = np.linalg.solve(hess, grad)
-        t, now = 1.0, loss(w)
-        while t > 1e-8 and loss(w - t * step) > now:  # damped: never a step uphill
-            t *= 0.5
-        w = w - t * step
-        if float(np.abs(t * step).max()) < tol:
-            break
-    return w
 
 
 class ValueIndex:
@@ -599,8 +575,11 @@ class GraphRouter:
             if progress:
                 progress("training the scorer", min(s + step, len(held)), len(held))
         self.weights = fit_logistic(np.array(xs), np.array(ys)).astype(np.float32)
-        # second stage: which database (gold vs the 15 best other databases by their best table)
-        dx, dy = [], []
+        # second stage: which database. A ranking fit over the gold database, the DB_HARD best-scored other
+        # databases and DB_RANDOM random ones, then a calibration of its score into log-odds on the gold
+        # database vs the DB_CALIBRATE best others (what the confidence and table allocation read)
+        groups, cx, cy = [], [], []
+        rng = np.random.default_rng(self.cfg.seed)
         for f, chunk, tuned in held_feats:
             if not keep:
                 f = self.features([q.question for q in chunk], f)
@@ -609,14 +588,24 @@ class GraphRouter:
             for qi, q in enumerate(chunk):
                 gold = self.db_index[q.schema.database]
                 needed = {int(group[self.key_pos[(q.schema.database, t)]]) for t in q.schema.tables}
-                # a database holding copies of every table the question was written from answers it too
-                order = [int(d) for d in np.argsort(-df[qi, :, 0])
-                         if int(d) != gold and not needed <= db_groups[int(d)]][:15]
-                for d in [gold] + order:
-                    dx.append(df[qi, d].copy())
-                    dy.append(int(d == gold))
+
+                def other(d: int) -> bool:  # a database holding copies of every gold table answers it too
+                    return d != gold and not needed <= db_groups[d]
+
+                order = np.argsort(-df[qi, :, 0])
+                hard = [int(d) for d in order[: 2 * DB_HARD] if other(int(d))][:DB_HARD]
+                seen = set(hard)
+                pool = rng.choice(len(self.dbs), min(len(self.dbs), DB_RANDOM + len(hard) + 1), replace=False)
+                rand = [int(d) for d in pool if int(d) not in seen and other(int(d))][:DB_RANDOM]
+                groups.append(df[qi, [gold] + hard + rand])  # fancy indexing: a copy, not a view
+                cx.append(df[qi, [gold] + hard[:DB_CALIBRATE]])
+                cy += [1] + [0] * len(hard[:DB_CALIBRATE])
         if len(self.dbs) > 1:
-            self.db_weights = fit_logistic(np.array(dx), np.array(dy)).astype(np.float32)
+            rank = fit_softmax(groups)
+            cx = np.concatenate(cx)
+            a, b = fit_logistic(np.stack([cx @ rank, np.ones(len(cx))], axis=1), np.array(cy))
+            self.db_weights = (a * rank).astype(np.float32)
+            self.db_weights[self.db_feature_names.index("bias")] += np.float32(b)
             db_scorer = "fitted"
         else:  # one database: nothing to tell apart (every example is the gold one); its best table decides
             self.db_weights = self.db_prior()
