@@ -53,7 +53,8 @@ Source = tuple[Schema, dict[tuple[str, str], list[Any]]]
 
 def load_sources(work: Path) -> tuple[list[Source], list[str]]:
     """Spider's 166 and BIRD dev's 11 schemas with their values (cached in ``work``), and the names of
-    the databases Spider dev asks about."""
+    the databases Spider dev asks about. Both have a ``formula_1``: the collection keeps BIRD's, so the
+    177 sources make 176 databases (:func:`counts`)."""
     from tagql.routing.collection import read_values
 
     cache = work / "sources.pkl"
@@ -209,6 +210,14 @@ def grown(size: int, seed: int, work: Path) -> tuple[list[Source], Source, list[
     return list(sources) + extra[:-1], extra[-1], sources
 
 
+def counts(dbs: Sequence[Source]) -> dict[str, int]:
+    """Databases, tables and columns of the collection ``dbs`` fill: a name met twice is one database
+    (Spider and BIRD dev both have ``formula_1``; the collection keeps the last added, BIRD's)."""
+    distinct = {s.name: s for s, _ in dbs}
+    return {"databases": len(distinct), "tables": sum(len(s.tables) for s in distinct.values()),
+            "columns": sum(len(t.columns) for s in distinct.values() for t in s.tables), "sources_given": len(dbs)}
+
+
 def fill_collection(coll: Any, dbs: Sequence[Source]) -> tuple[float, float]:
     """Empty ``coll``, add every schema of ``dbs`` with its stored values, save it (one write);
     (seconds adding, seconds saving)."""
@@ -242,8 +251,7 @@ def collection_size(size: int, args: Any, work: Path) -> dict[str, Any]:
     loaded.save()
     add_one_s = time.perf_counter() - t
     disk = sum(f.stat().st_size for f in coll.path.rglob("*") if f.is_file())
-    res = {"databases": len(dbs), "tables": sum(len(s.tables) for s, _ in dbs),
-           "columns": sum(len(t.columns) for s, _ in dbs for t in s.tables),
+    res = {**counts(dbs),
            "graph_edges": sum(len(e.edges) for e in loaded.entries.values()), "graph_nodes": g.g.number_of_nodes(),
            "distractors_s": round(gen_s, 1), "add_s": add_s, "save_s": save_s,
            "load_s": round(load_s, 1), "graph_s": round(graph_s, 1), "add_one_s": round(add_one_s, 1),
@@ -289,8 +297,7 @@ def run_size(size: int, args: Any, work: Path) -> dict[str, Any]:
         router = GraphRouter.build(coll, BuildConfig(questions_per_table=args.questions_per_table, seed=args.seed),
                                    progress, embedder=embedder)
         build |= {"router_s": round(time.perf_counter() - t, 1), "build_s": round(time.perf_counter() - t0, 1)}
-    res = {"databases": len(dbs), "distractors": len(dbs) - len(sources), "tables": sum(len(s.tables) for s, _ in dbs),
-           "columns": sum(len(t.columns) for s, _ in dbs for t in s.tables),
+    res = {**counts(dbs), "distractors": len(dbs) - len(sources),
            "graph_edges": sum(len(e.edges) for e in coll.entries.values()),
            "synthetic_questions": len(router.syn), **build,
            "router_meta": {k: router.meta.get(k) for k in ("synthesis_s", "embed_s", "build_s")},

@@ -63,3 +63,16 @@ def test_rerank_distractors_never_hold_a_tables_own_half_or_dev(spider_dir: Path
     for s, _ in distractors(pool, 20, seed=1, share=0.0):  # unrenamed: every table is a pool table
         got = {words(t.name).removesuffix("_2") for t in s.tables}
         assert got <= pool_tables and not got & own_only
+
+
+def test_a_database_name_given_twice_counts_once(spider_dir: Path) -> None:
+    """Spider and BIRD dev both have ``formula_1``: the collection keeps one, so the figures count one."""
+    from bench.routing.scale import counts
+
+    entries = json.loads((spider_dir / "tables.json").read_text())[:3]
+    first, second = Schema.from_spider(entries[0]), Schema.from_spider(entries[1])
+    twin = Schema(first.name, second.tables)  # the same name, the other schema: added last, it is kept
+    got = counts([(first, {}), (second, {}), (twin, {})])
+    assert got["databases"] == 2 and got["sources_given"] == 3
+    assert got["tables"] == 2 * len(second.tables)
+    assert got["columns"] == 2 * sum(len(t.columns) for t in second.tables)

@@ -8,7 +8,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from tagql.routing.fit import fit_logistic, fit_softmax
+from tagql.routing.fit import fit_calibrated_ranking, fit_logistic, fit_softmax
 
 
 def test_fit_logistic_is_the_regularised_optimum():
@@ -93,3 +93,21 @@ def test_ranking_fit_keeps_the_feature_that_picked_the_hard_negatives():
 
     assert pointwise[0] < 0 < ranking[0], (pointwise, ranking)
     assert top1(ranking) > top1(pointwise) + 0.1, (top1(ranking), top1(pointwise))
+
+
+def test_calibrated_ranking_keeps_the_ranking_and_reads_as_probabilities():
+    rng = np.random.default_rng(3)
+    truth = np.array([1.0, 2.0, 0.0])
+    groups = [np.column_stack([g, np.ones(len(g))]) for g in _groups(rng, truth[:2], 2000, 20)]
+    rows, labels = [], []
+    for g in groups:  # the right row and the 5 best-scored others, as the router's calibration rows
+        hard = 1 + np.argsort(-(g[1:] @ truth))[:5]
+        rows += [g[0]] + list(g[hard])
+        labels += [1] + [0] * 5
+    w = fit_calibrated_ranking(groups, rows, labels)
+    rank = fit_softmax(groups)
+    cos = w[:2] @ rank[:2] / np.linalg.norm(w[:2]) / np.linalg.norm(rank[:2])
+    assert cos > 1 - 1e-9 and w[:2] @ rank[:2] > 0  # the same order of every group's rows
+    p = 1 / (1 + np.exp(-(np.array(rows) @ w)))
+    assert abs(p.mean() - np.mean(labels)) < 0.01  # calibrated: as many right rows expected as there are
+    assert p[np.array(labels) == 1].mean() > p[np.array(labels) == 0].mean() + 0.05

@@ -66,6 +66,20 @@ def fit_softmax(groups: Sequence[np.ndarray], l2: float = 1e-3, iters: int = 100
     return _minimise(loss, newton_step, n_feat, iters, tol)
 
 
+def fit_calibrated_ranking(groups: Sequence[np.ndarray], rows: Sequence[np.ndarray], labels: Sequence[int],
+                           bias: int = -1) -> np.ndarray:
+    """Weights ranked by :func:`fit_softmax` over ``groups`` (row 0 right), then scaled, and shifted along
+    the feature ``bias`` (a constant 1), so that the score is the log-odds of ``labels`` on ``rows`` (the
+    right rows vs the hardest others): scores read as probabilities (the router's confidence and table
+    allocation) need a scale, which a ranking fit alone leaves free."""
+    rank = fit_softmax(groups)
+    x = np.asarray(rows, dtype=np.float64)
+    a, b = fit_logistic(np.stack([x @ rank, np.ones(len(x))], axis=1), np.asarray(labels))
+    w = a * rank
+    w[bias] += b
+    return w
+
+
 def _minimise(loss: Callable[[np.ndarray], float], newton_step: Callable[[np.ndarray], np.ndarray], n_feat: int,
               iters: int, tol: float) -> np.ndarray:
     """Damped Newton from zero weights: each step is halved until the (convex) loss does not rise."""

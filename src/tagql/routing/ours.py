@@ -42,7 +42,7 @@ from tagql.embeddings import Embedder, EmbeddingUnavailable
 from tagql.routing.candidate import Candidate
 from tagql.routing.errors import IndexMissing
 from tagql.routing.finetune import contrastive_encoder, finetune_encoder, load_pairs
-from tagql.routing.fit import fit_logistic, fit_softmax
+from tagql.routing.fit import fit_calibrated_ranking, fit_logistic
 from tagql.routing.lexicon import SoftLexicon, content_words, related_schema_words, schema_words
 from tagql.routing.rerank import candidate_features, load_reranker, schema_word_rows, soft_coverage
 from tagql.routing.retrieval import table_doc
@@ -88,6 +88,9 @@ class BuildConfig:
     # table given its database: sigmoid(table_scale * logit + table_bias). The three were fitted by
     # likelihood (not recall) on 1,500 Spider *train* questions, never on dev.
     db_temp: float = 0.866
+    # the table scorer's fit: "logistic" (gold vs the TABLE_HARD best other tables) or "softmax" (each gold
+    # table ranked against them and TABLE_RANDOM random others, then calibrated on the logistic's rows)
+    table_fit: str = "logistic"
     table_scale: float = 1.017
     table_bias: float = 1.18
     recall_at: tuple[int, ...] = (5, 15)
@@ -143,6 +146,8 @@ class BuildConfig:
 # identical vectors, same time)
 LONG_TEXT = 300  # characters
 LONG_BATCH = 16
+TABLE_HARD = 20  # the table scorer's negatives: the best-scored tables that are not copies of a gold one
+TABLE_RANDOM = 20  # and, with BuildConfig.table_fit = "softmax", this many random ones
 DB_HARD = 100  # the database ranking fit compares the gold database with this many best-scored others
 DB_RANDOM = 100  # and this many random others (the hard ones alone over-weigh the feature that picked them)
 DB_CALIBRATE = 15  # the ranking score is calibrated into log-odds on the gold vs this many best others
@@ -553,6 +558,9 @@ class GraphRouter:
             db_groups[self.key_db[j]].add(int(g))
         xs, ys = [], []
         held_feats = []
+        ranking = self.cfg.table_fit == "softmax"
+        table_groups: list[np.ndarray] = []
+        rng = np.random.default_rng(self.cfg.seed)
         step = self._chunk(256)
         # the second stage reads every held-out question's features again: kept while they fit in
         # HELD_BYTES, recomputed chunk by chunk beyond (10,000 databases: ~7.6 GB otherwise)
@@ -568,18 +576,23 @@ class GraphRouter:
                 prior = f[qi, :, 0] + f[qi, :, 1] + f[qi, :, 2] + f[qi, :, 4]
                 # the 20 best-scored other tables; copies of the gold ones are skipped, not counted (at
                 # 10,000 databases the 30 best were often all copies, and the scorer saw no negative)
-                neg = [int(j) for j in np.argsort(-prior) if int(group[j]) not in copies][:20]
+                neg = [int(j) for j in np.argsort(-prior) if int(group[j]) not in copies][:TABLE_HARD]
                 for j in list(gold) + neg:  # a copy: a view would keep the chunk's whole array alive
                     xs.append(f[qi, j].copy())
                     ys.append(int(j in gold))
+                if ranking:
+                    pool = rng.choice(len(self.keys), min(len(self.keys), 2 * TABLE_RANDOM + len(gold)), replace=False)
+                    rand = [int(j) for j in pool if int(group[j]) not in copies and int(j) not in neg][:TABLE_RANDOM]
+                    others = f[qi, neg + rand]
+                    table_groups += [np.vstack([f[qi, j:j + 1], others]) for j in gold]
             if progress:
                 progress("training the scorer", min(s + step, len(held)), len(held))
-        self.weights = fit_logistic(np.array(xs), np.array(ys)).astype(np.float32)
+        self.weights = fit_calibrated_ranking(table_groups, xs, ys) if ranking else fit_logistic(np.array(xs), np.array(ys))
+        self.weights = self.weights.astype(np.float32)
         # second stage: which database. A ranking fit over the gold database, the DB_HARD best-scored other
         # databases and DB_RANDOM random ones, then a calibration of its score into log-odds on the gold
         # database vs the DB_CALIBRATE best others (what the confidence and table allocation read)
         groups, cx, cy = [], [], []
-        rng = np.random.default_rng(self.cfg.seed)
         for f, chunk, tuned in held_feats:
             if not keep:
                 f = self.features([q.question for q in chunk], f)
@@ -598,14 +611,11 @@ class GraphRouter:
                 pool = rng.choice(len(self.dbs), min(len(self.dbs), DB_RANDOM + len(hard) + 1), replace=False)
                 rand = [int(d) for d in pool if int(d) not in seen and other(int(d))][:DB_RANDOM]
                 groups.append(df[qi, [gold] + hard + rand])  # fancy indexing: a copy, not a view
-                cx.append(df[qi, [gold] + hard[:DB_CALIBRATE]])
+                cx += list(df[qi, [gold] + hard[:DB_CALIBRATE]])
                 cy += [1] + [0] * len(hard[:DB_CALIBRATE])
         if len(self.dbs) > 1:
-            rank = fit_softmax(groups)
-            cx = np.concatenate(cx)
-            a, b = fit_logistic(np.stack([cx @ rank, np.ones(len(cx))], axis=1), np.array(cy))
-            self.db_weights = (a * rank).astype(np.float32)
-            self.db_weights[self.db_feature_names.index("bias")] += np.float32(b)
+            self.db_weights = fit_calibrated_ranking(groups, cx, cy, self.db_feature_names.index("bias"))
+            self.db_weights = self.db_weights.astype(np.float32)
             db_scorer = "fitted"
         else:  # one database: nothing to tell apart (every example is the gold one); its best table decides
             self.db_weights = self.db_prior()
