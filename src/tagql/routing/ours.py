@@ -10,7 +10,10 @@ Design (what trains in minutes on two CPU cores, instead of DBCopilot's GPU-trai
    dense similarity to the table document, the synthetic-neighbour votes for the table and for its
    database, and matches of question n-grams against the table's stored values. It is trained on
    held-out synthetic questions only, and its features are database-agnostic, so adding a database
-   needs no retraining (see :meth:`GraphRouter.update`).
+   needs no retraining (see :meth:`GraphRouter.update`). A database scorer combines each database's
+   evidence (its best table logit, votes, coverage...); it is a ranking fit (gold vs hard and random other
+   databases, :func:`tagql.routing.fit.fit_calibrated_ranking`), since a right-vs-hardest logistic fit
+   learned, at 10,000 databases, that the features which picked the hard negatives count against.
 3. **Graph-constrained beam search** -- per database, trails start at any table and grow only to
    neighbours of chosen tables (the paper's decoding constraint), so every candidate is a valid trail;
    one candidate per database (the paper's grouping), several databases are returned (diversity).
