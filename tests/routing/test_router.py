@@ -193,3 +193,16 @@ def test_training_votes_skip_copies_of_the_question_tables_in_other_databases(tm
     assert sorted(hide(0)) == [0, 3, 4]  # its own table set, and the copy's question in another database
     assert sorted(hide(3)) == [0, 1, 3, 4]  # every question of another database touching the copied table
     assert sorted(hide(5)) == [5]
+
+
+def test_table_scorer_as_a_ranking_fit(small_router, small_collection, dev) -> None:
+    """``BuildConfig.table_fit = "softmax"`` (opt-in): the table scorer ranked per gold table against hard
+    and random others, calibrated on the logistic's rows; it routes as well, with other weights."""
+    import dataclasses
+
+    r = GraphRouter(small_collection, dataclasses.replace(small_router.cfg, table_fit="softmax"), small_router.emb)
+    r.train(list(small_router.syn), vecs=small_router.syn_vecs.copy())
+    assert not np.allclose(r.weights, small_router.weights, atol=0.05)
+    scored = _score(r, small_collection, dev)
+    assert scored["db_r@1"] >= 90.0 and scored["table_r@5"] >= 90.0, scored
+    assert scored["db_r@1"] >= _score(small_router, small_collection, dev)["db_r@1"] - 3.0
