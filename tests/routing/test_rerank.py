@@ -39,6 +39,8 @@ def test_exported_trees_reproduce_sklearn_scores() -> None:
     trees = TreeEnsemble(spec)
     assert trees.meta == {"note": "test"}
     np.testing.assert_allclose(trees.decision(x), model.decision_function(x), atol=1e-6)
+    np.testing.assert_allclose(trees.decision(x[:16]), model.decision_function(x[:16]), atol=1e-6)  # one question
+    assert trees.decision(x[:0]).shape == (0,)
 
 
 def test_a_model_fitted_on_other_features_is_refused() -> None:
