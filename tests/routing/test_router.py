@@ -206,3 +206,5 @@ def test_table_scorer_as_a_ranking_fit(small_router, small_collection, dev) -> N
     scored = _score(r, small_collection, dev)
     assert scored["db_r@1"] >= 90.0 and scored["table_r@5"] >= 90.0, scored
     assert scored["db_r@1"] >= _score(small_router, small_collection, dev)["db_r@1"] - 3.0
+    with pytest.raises(ValueError, match="table_fit must be one of logistic, softmax, not 'Softmax'"):
+        dataclasses.replace(small_router.cfg, table_fit="Softmax")

@@ -145,12 +145,17 @@ class BuildConfig:
     rerank: bool = True
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if self.table_fit not in TABLE_FITS:
+            raise ValueError(f"table_fit must be one of {', '.join(TABLE_FITS)}, not {self.table_fit!r}")
+
 
 # a batch of 128 long documents padded to the encoder's length took ~2.6 GB of ONNX Runtime memory
 # (600 database documents of a 1,000-database collection: peak RSS 3.0 GB; in batches of 16: 0.8 GB,
 # identical vectors, same time)
 LONG_TEXT = 300  # characters
 LONG_BATCH = 16
+TABLE_FITS = ("logistic", "softmax")  # BuildConfig.table_fit
 TABLE_HARD = 20  # the table scorer's negatives: the best-scored tables that are not copies of a gold one
 TABLE_RANDOM = 20  # and, with BuildConfig.table_fit = "softmax", this many random ones
 DB_HARD = 100  # the database ranking fit compares the gold database with this many best-scored others
