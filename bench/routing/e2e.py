@@ -128,7 +128,8 @@ class Conditions:
                 raise SystemExit(f"unknown condition '{name}' (use {', '.join(CONDITIONS)})")
             t = time.perf_counter()
             routed = tagql.connect(collection=coll, llm=llm, settings=settings, route_method=method)
-            routed._router = _RecordingRouter(coll.router(method))
+            kw = {} if method == "bm25" else {"embedder": routed.embedder()}  # as Session.route does
+            routed._router = _RecordingRouter(coll.router(method, **kw))
             self.routers[name] = routed
             self.load_s[name] = round(time.perf_counter() - t, 2)
         self._gold: dict[str, TagQL] = {}
