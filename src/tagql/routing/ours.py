@@ -194,6 +194,14 @@ def _norm_max(x: np.ndarray) -> np.ndarray:
     return x / np.where(m > 0, m, 1.0)
 
 
+def _random_others(rng: np.random.Generator, n: int, draw: int, taken: set[int], keep: Callable[[int], bool],
+                   most: int) -> list[int]:
+    """The random negatives beside the hard ones: of ``draw`` distinct indices below ``n`` drawn from
+    ``rng``, in draw order, the first ``most`` not ``taken`` that ``keep`` accepts."""
+    pool = rng.choice(n, min(n, draw), replace=False)
+    return [int(i) for i in pool if int(i) not in taken and keep(int(i))][:most]
+
+
 class ValueIndex:
     """Exact n-gram matches of a question against stored column values (names, cities, titles...)."""
 
@@ -591,8 +599,8 @@ class GraphRouter:
                     xs.append(f[qi, j].copy())
                     ys.append(int(j in gold))
                 if ranking:
-                    pool = rng.choice(len(self.keys), min(len(self.keys), 2 * TABLE_RANDOM + len(gold)), replace=False)
-                    rand = [int(j) for j in pool if int(group[j]) not in copies and int(j) not in neg][:TABLE_RANDOM]
+                    rand = _random_others(rng, len(self.keys), 2 * TABLE_RANDOM + len(gold), set(neg),
+                                          lambda j: int(group[j]) not in copies, TABLE_RANDOM)
                     others = f[qi, neg + rand]
                     table_groups += [np.vstack([f[qi, j:j + 1], others]) for j in gold]
             if progress:
@@ -617,9 +625,7 @@ class GraphRouter:
 
                 order = np.argsort(-df[qi, :, 0])
                 hard = [int(d) for d in order[: 2 * DB_HARD] if other(int(d))][:DB_HARD]
-                seen = set(hard)
-                pool = rng.choice(len(self.dbs), min(len(self.dbs), DB_RANDOM + len(hard) + 1), replace=False)
-                rand = [int(d) for d in pool if int(d) not in seen and other(int(d))][:DB_RANDOM]
+                rand = _random_others(rng, len(self.dbs), DB_RANDOM + len(hard) + 1, set(hard), other, DB_RANDOM)
                 groups.append(df[qi, [gold] + hard + rand])  # fancy indexing: a copy, not a view
                 cx += list(df[qi, [gold] + hard[:DB_CALIBRATE]])
                 cy += [1] + [0] * len(hard[:DB_CALIBRATE])
