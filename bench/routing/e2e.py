@@ -128,8 +128,7 @@ class Conditions:
                 raise SystemExit(f"unknown condition '{name}' (use {', '.join(CONDITIONS)})")
             t = time.perf_counter()
             routed = tagql.connect(collection=coll, llm=llm, settings=settings, route_method=method)
-            kw = {} if method == "bm25" else {"embedder": routed.embedder()}  # as Session.route does
-            routed._router = _RecordingRouter(coll.router(method, **kw))
+            routed._router = _RecordingRouter(routed._loaded_router())
             self.routers[name] = routed
             self.load_s[name] = round(time.perf_counter() - t, 2)
         self._gold: dict[str, TagQL] = {}

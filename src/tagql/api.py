@@ -180,10 +180,15 @@ class Session:
             raise UsageError("routing needs a collection", f"this session is on the database '{self.name}'")
         if k < 1:
             raise UsageError("k must be at least 1")
+        return [RouteCandidate.of(c) for c in self._loaded_router().route(clean_question(question), k)]
+
+    def _loaded_router(self) -> Any:
+        """The collection's router for ``route_method``, loaded once, with the session's embedder (bm25
+        needs none)."""
         if self._router is None:
             kw = {} if self.route_method == "bm25" else {"embedder": self.embedder()}
             self._router = self.collection.router(self.route_method, **kw)
-        return [RouteCandidate.of(c) for c in self._router.route(clean_question(question), k)]
+        return self._router
 
     def ask(
         self, question: str, *, method: str = "sql", k: int | None = None, choose: Chooser | None = None,
