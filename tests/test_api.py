@@ -12,13 +12,14 @@ from tagql.llm.scripted import ScriptedLLM
 
 
 def test_ask_reports_stages_in_order_and_returns_the_typed_answer(demo_db_path: Path) -> None:
-    llm = ScriptedLLM(["SELECT COUNT(*) FROM publisher", "There are 25 publishers."])
+    llm = ScriptedLLM(["SELECT COUNT(*) FROM publisher"])  # one value: the answer says it without the model
     session = tagql.connect(demo_db_path, llm=llm)
     events: list[tuple[str, dict]] = []
     answer = session.ask("How many publishers are there?", on_event=lambda name, data: events.append((name, data)))
     assert [name for name, _ in events] == ["statements", "sql", "rows", "answer", "done"]
     assert dict(events)["sql"]["sql"] == answer.sql and dict(events)["rows"]["rows"] == [[25]]
     assert isinstance(answer, tagql.Answer) and answer.values == [25] and answer.method == "sql"
+    assert answer.answer == "25" and dict(events)["answer"] == {"answer": "25", "values": [25]}
     assert dict(events)["done"] == answer.to_dict() and answer.to_dict()["attempts"][0]["error"] is None
 
 

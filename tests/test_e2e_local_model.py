@@ -45,7 +45,7 @@ def test_local_model_answers_match_gold_sql(session: tagql.Session, question: st
     assert answer.answer and answer.answer != "(the model gave no answer; see the rows)"
     # the number the database returned is the one the answer states
     assert str(expected[0][0]) in answer.answer
-    assert answer.tokens["calls"] >= 2 and answer.timings["total_s"] > 0
+    assert answer.tokens["calls"] >= 1 and answer.timings["total_s"] > 0  # one column: no sentence call
 
 
 def test_cli_ask_json(demo_db_path: Path) -> None:

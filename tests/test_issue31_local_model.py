@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import tagql
+from tagql.config import load_settings
 from tagql.text2sql.answer_check import check_sentence
 
 pytestmark = pytest.mark.model
@@ -32,8 +33,12 @@ def said_rows(answer) -> None:
 def test_dc_comics_count_counts_superheroes(demo_db_path: Path) -> None:
     answer = tagql.connect(demo_db_path, llm="local").ask("How many superheroes are published by DC Comics?")
     assert answer.rows == [[224]], answer.sql
-    assert "224" in answer.answer
-    said_rows(answer)
+    assert answer.answer == "224" and answer.tokens["calls"] == 1  # one value: said without a second call
+    settings = load_settings()
+    settings.answer.one_column_answer = "model"  # the model's sentence for it, checked against the rows
+    sentence = tagql.connect(demo_db_path, llm="local", settings=settings).ask(answer.question)
+    assert sentence.rows == [[224]] and "224" in sentence.answer and sentence.tokens["calls"] == 2, sentence.answer
+    said_rows(sentence)
 
 
 def test_food_total_is_what_was_spent(club) -> None:

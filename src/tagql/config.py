@@ -84,6 +84,12 @@ class AnswerSettings(BaseModel):
     max_rows_in_prompt: int = 20
     max_chars_in_prompt: int = 3000  # ~900 tokens; every prompt token costs time on a CPU
     max_answer_tokens: int = 160
+    # who writes the answer of a result of ONE column (a value, or a list of values): "rows" says the values
+    # as they are, without a model call; "model" asks the LM for a sentence as for every other result.
+    # Results of several columns (values to relate) always get the LM's sentence. On the 12 latency questions
+    # the 1.5B model's sentences for one-column results restated the value ("17"), cost 0.7-18.7 s, and two of
+    # them misread the rows ("the lowest number of examples is Ammo"): docs/text2sql.md
+    one_column_answer: Literal["rows", "model"] = "rows"
     max_sql_tokens: int = 384
     sql_retries: int = 1
     # a failed query that the model writes again word for word after the repair prompt: repeat_samples repairs

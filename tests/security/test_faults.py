@@ -141,7 +141,7 @@ def test_a_question_over_a_failing_endpoint_is_one_line_and_a_recovered_one_answ
             tq.ask("How many superheroes are there?")
         assert "HTTP 503 after 3 tries" in _one_line(info.value)
         answer = tq.ask("How many superheroes are there?")  # the endpoint is back: the same session answers
-    assert answer.values == [750] and answer.answer == "750."
+    assert answer.values == [750] and answer.answer == "750"  # one value: said as it is (answer.one_column_answer)
 
 
 def test_the_cli_over_a_dead_endpoint_prints_one_line(demo_db_path: Path, tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ async def test_ask_store_csv_and_feedback_to_verified_example(client: httpx.Asyn
     r = await client.post("/v1/ask", json={"question": "How many superheroes are there?", "database": "superhero"})
     body = r.json()
     assert r.status_code == 200 and body["ok"] and body["values"] == [750] and len(body["id"]) == 32
-    assert body["sql"] == "SELECT COUNT(*) FROM superhero" and body["answer"] == "There are 750 superheroes."
+    assert body["sql"] == "SELECT COUNT(*) FROM superhero" and body["answer"] == "750"
     stored = (await client.get(f"/v1/answers/{body['id']}")).json()
     assert stored["answer"] == body["answer"] and stored["target"] == "superhero" and stored["feedback"] == []
     csv = await client.get(f"/v1/answers/{body['id']}.csv")

@@ -47,13 +47,13 @@ async def test_conversation_id_threads_follow_ups(make_app: Callable[..., Any]) 
         second = (await c.post("/v1/ask", json={"database": "superhero", "question": "and for DC Comics?",
                                                 "conversation_id": cid})).json()
         assert second["conversation_id"] == cid and second["values"] == [224] and second["context_turns"] == 1
-        follow_prompt = llm.prompts[2][1].content
+        follow_prompt = llm.prompts[1][1].content  # one prompt per question: counts are said without the model
         assert "Earlier questions in this conversation" in follow_prompt and MARVEL in follow_prompt
         assert f"-- Answer: {first['answer']}" in follow_prompt
         # a new question without the id starts its own conversation: a plain prompt
         other = (await c.post("/v1/ask", json={"database": "superhero",
                                                "question": "How many publishers are there?"})).json()
-        assert other["conversation_id"] != cid and llm.prompts[4][1].content == \
+        assert other["conversation_id"] != cid and llm.prompts[2][1].content == \
             "Query: How many publishers are there?\nSQL:"
         thread = (await c.get(f"/v1/conversations/{cid}")).json()
         assert [a["question"] for a in thread["answers"]] == [
@@ -97,7 +97,7 @@ async def test_feedback_becomes_an_example_in_the_next_prompt(make_app: Callable
         assert fb["verified_example_id"] == 1
         second = (await c.post("/v1/ask", json={"database": "superhero",
                                                 "question": "How many superheroes does DC Comics publish?"})).json()
-        prompt = llm.prompts[2][1].content
+        prompt = llm.prompts[1][1].content  # the second question's SQL prompt (a count needs no sentence)
         assert f"Query: {asked}\nSQL: {MARVEL}" in prompt and "Verified examples" in prompt
         assert second["examples"] == [{"question": asked, "sql": MARVEL}] and second["values"] == [224]
 

@@ -29,7 +29,8 @@ def test_disconnect_stops_the_answer_within_a_second(tmp_path: Path, demo_db_pat
     answer = " ".join(["superheroes"] * 300)
     proc = subprocess.Popen(
         [sys.executable, "-m", "bench.service.scripted_server", "--db", str(demo_db_path), "--state",
-         str(tmp_path / "state.sqlite"), "--port", str(port), "--stream-ms", "20", "--answer", answer],
+         str(tmp_path / "state.sqlite"), "--port", str(port), "--stream-ms", "20", "--answer", answer,
+         "--sql", "SELECT COUNT(*), MAX(id) FROM superhero"],  # two columns: the model writes the sentence
         env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -38,7 +38,7 @@ async def test_events_in_stage_order_then_done_with_id(client: httpx.AsyncClient
     assert names == ["queued", "statements", "sql", "rows", "answer", "done"]
     data = dict(events)
     assert data["sql"] == {"sql": "SELECT COUNT(*) FROM superhero"}
-    assert data["rows"]["rows"] == [[750]] and data["answer"]["answer"] == "There are 750 superheroes."
+    assert data["rows"]["rows"] == [[750]] and data["answer"]["answer"] == "750"  # one value: said as it is
     stored = (await client.get(f"/v1/answers/{data['done']['id']}")).json()
     assert stored["values"] == [750] and data["done"]["values"] == [750]
 
@@ -92,7 +92,9 @@ async def test_a_client_going_away_cancels_the_question(make_app: Callable[..., 
 
 async def test_answer_tokens_stream_after_the_sql_event(make_app: Callable[..., Any]) -> None:
     sentence = "There are 750 superheroes in the database."
-    app = make_app(llm=ScriptedLLM(sql_then_answer(answer=sentence), stream_s=0))
+    # two columns: the model writes the sentence (one column is said without it, answer.one_column_answer)
+    sql = "SELECT COUNT(*) AS heroes, 'all' AS scope FROM superhero"
+    app = make_app(llm=ScriptedLLM(sql_then_answer(sql=sql, answer=sentence), stream_s=0))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
         r = await c.post("/v1/ask", headers=SSE,
                          json={"question": "How many superheroes are there?", "database": "superhero"})
@@ -103,7 +105,7 @@ async def test_answer_tokens_stream_after_the_sql_event(make_app: Callable[..., 
     assert names.index("sql") < names.index("answer")  # the SQL before the first answer token
     assert len(tokens) == len(sentence.split()) and "".join(t["token"] for t in tokens) == sentence
     assert [t["answer"] for t in tokens][-1] == sentence and tokens[0]["answer"] == "There "  # text so far
-    assert events[-2][1] == {"answer": sentence, "values": [750]}  # the checked sentence closes it
+    assert events[-2][1] == {"answer": sentence, "values": [[750, "all"]]}  # the checked sentence closes it
 
 
 def test_the_model_wrapper_stops_a_generation_at_the_next_step() -> None:

@@ -167,7 +167,7 @@ def test_an_answerable_question_is_answered_as_before(club) -> None:
                       choice_probs=probs(0.9))
     a = TagQL(club, llm, settings=_settings(True)).ask("How many members are there?")
     assert not a.abstained and a.abstain_reason == "" and a.values == [2]
-    assert a.tokens["calls"] == 3  # the yes/no, the SQL, the sentence
+    assert a.tokens["calls"] == 2  # the yes/no and the SQL (a count is said without the model)
 
 
 def test_off_by_default_and_then_no_check_and_the_same_prompts(club) -> None:

@@ -1,4 +1,5 @@
-"""Answer-generation input: data points within a budget, never silently truncated; JSON values."""
+"""Answer generation: data points within a budget, never silently truncated; JSON values; a one-column
+result said as it is, without the model (``answer.one_column_answer``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import decimal
 
 from tagql.config import AnswerSettings
 from tagql.db.connection import Result
-from tagql.text2sql.answer import format_data_points, json_value, result_values
+from tagql.llm.scripted import ScriptedLLM
+from tagql.text2sql.answer import (format_data_points, generate_answer, json_value, readable_number,
+                                  result_values)
 
 
 def test_small_result_is_shown_whole() -> None:
@@ -43,3 +46,28 @@ def test_values_are_json_safe() -> None:
     assert json_value(b"\x01\xff") == "01ff" and json_value(float("nan")) == "nan"
     assert result_values(Result("", ["a"], [(1,), (2,)])) == [1, 2]
     assert result_values(Result("", ["a", "b"], [(1, "x")])) == [[1, "x"]]
+
+
+def _answered(result: Result, settings: AnswerSettings) -> tuple[str, int]:
+    llm = ScriptedLLM(["The model's sentence."])
+    return generate_answer("Which ones?", result, llm, settings), len(llm.prompts)
+
+
+def test_a_one_column_result_is_said_without_the_model() -> None:
+    assert _answered(Result("SELECT", ["COUNT(*)"], [(17,)]), AnswerSettings()) == ("17", 0)
+    assert _answered(Result("SELECT", ["AVG(x)"], [(0.1 + 0.2,)]), AnswerSettings()) == ("0.3", 0)
+    assert [readable_number(v) for v in (66.90733333333333, 0.05703837386018237, 1234567.891, 12.0, -0.5, 3)] == \
+        ["66.9073", "0.0570384", "1234567.89", "12", "-0.5", "3"]
+    assert _answered(Result("SELECT", ["name"], [("Hela",), ("Spectre",)]), AnswerSettings()) == \
+        ("2 rows (name): Hela; Spectre.", 0)
+    cut = Result("SELECT", ["name"], [(f"h{i}",) for i in range(25)], truncated=True, row_cap=25)
+    text, calls = _answered(cut, AnswerSettings())
+    assert calls == 0 and text.startswith("at least 25 rows (name): h0; h1;") and text.endswith("; and 5 more.")
+
+
+def test_several_columns_or_the_setting_get_the_models_sentence() -> None:
+    two = Result("SELECT", ["name", "height"], [("Ymir", 30480)])
+    assert _answered(two, AnswerSettings()) == ("The model's sentence.", 1)
+    one = Result("SELECT", ["COUNT(*)"], [(17,)])
+    text, calls = _answered(one, AnswerSettings(one_column_answer="model"))
+    assert calls == 1 and text == "COUNT(*): 17."  # the sentence names no value: the check's plain listing

@@ -10,6 +10,7 @@ import pytest
 
 import tagql
 from tagql.api import UsageError
+from tagql.config import load_settings
 from tagql.db import open_database
 from tagql.knowledge import ScoredStatement
 from tagql.llm.scripted import ScriptedLLM
@@ -98,7 +99,9 @@ def test_example_index_fuses_an_embedder_passed_in() -> None:
 
 def test_session_conversation_passes_earlier_turns(demo_db_path: Path) -> None:
     llm = ScriptedLLM([MARVEL, "387 superheroes.", DC, "224 superheroes."])
-    conv = tagql.connect(demo_db_path, llm=llm).conversation()
+    settings = load_settings()
+    settings.answer.one_column_answer = "model"  # the sentences are the model's, so that their prompts show
+    conv = tagql.connect(demo_db_path, llm=llm, settings=settings).conversation()
     first = conv.ask("How many superheroes are published by Marvel Comics?")
     second = conv.ask("and for DC Comics?")
     assert first.context_turns == 0 and second.context_turns == 1 and second.values == [224]

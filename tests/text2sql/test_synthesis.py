@@ -64,6 +64,7 @@ def test_prompt_has_schema_first_then_question_and_statements(db_file: Path) -> 
     statements = StaticStatements([ScoredStatement("tall heroes", "superhero.height_cm > 200", 0.9)])
     tq = session(db_file, ["SELECT COUNT(*) FROM superhero WHERE height_cm > 200", "There are 69."],
                  knowledge=statements)
+    tq.settings.answer.one_column_answer = "model"  # the sentence's prompt is checked below
     answer = tq.ask("How many tall heroes are there?")
     sql_prompt = tq.llm.prompts[0]
     assert sql_prompt[0].role == "system" and "CREATE TABLE superhero (" in sql_prompt[0].content

@@ -150,7 +150,7 @@ def _terminal_chooser():
 DEMO_QUESTIONS = [
     "How many superheroes are published by Marvel Comics?",
     "What is the full name of the superhero named Spider-Man?",
-    "Which 3 superheroes are the tallest?",
+    "Which 3 publishers have the most superheroes, and how many each?",
 ]
 
 

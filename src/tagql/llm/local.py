@@ -498,6 +498,13 @@ class LocalLLM:
             self.usage.add(c)
         return completions
 
+    def forget_last_prompt(self) -> None:
+        """Keep the stored system prefixes but not the prompt that ran last, so that the next call evaluates
+        its prompt after the prefix as it would after any other prompt (a benchmark that asks one question
+        twice would otherwise time a prompt that is already in the cache)."""
+        with self._lock:
+            self._llama.n_tokens = 0
+
     def forget_cached_prompts(self) -> None:
         """Start the next call from an empty KV cache. Reusing a cached prompt changes how the rest is
         split into batches, and on some CPUs (seen on an AMD EPYC build) that moves the last bits of the

@@ -16,7 +16,7 @@ from tagql.config import AnswerSettings
 from tagql.db.connection import Result
 from tagql.llm.base import LLM, Streams, system, user
 from tagql.text2sql import prompts
-from tagql.text2sql.answer_check import check_sentence, plain_listing
+from tagql.text2sql.answer_check import check_sentence, plain_cell, plain_listing
 
 
 def json_value(v: Any) -> Any:
@@ -89,6 +89,25 @@ def format_data_points(result: Result, settings: AnswerSettings) -> str:
     return f"The query returned {n} rows:\n{table}"
 
 
+def rows_answer(result: Result) -> str:
+    """A one-column result said as it is, no model: the value, or the values in order with their count.
+    What the 1.5B model wrote for such results was the value itself ("17", "Atlas") or a sentence that
+    misread the rows; the rows are the answer (``answer.one_column_answer``)."""
+    if len(result.rows) == 1 and not result.truncated:
+        return readable_number(result.rows[0][0])
+    return plain_listing(result.columns, result.rows, truncated=result.truncated)
+
+
+def readable_number(v: Any) -> str:
+    """A value as a person reads it: a float to six significant digits and at least two decimals
+    (66.90733333333333 -> 66.9073, 0.05703837386018237 -> 0.0570384, 1234567.891 -> 1234567.89), what
+    the model's sentences did; ``Answer.values`` keeps every digit. Anything else as :func:`plain_cell`."""
+    if not isinstance(v, float) or not math.isfinite(v) or v == 0 or v.is_integer():
+        return plain_cell(v)
+    decimals = max(2, 5 - math.floor(math.log10(abs(v))))
+    return f"{v:.{decimals}f}".rstrip("0").rstrip(".")
+
+
 def generate_answer(question: str, result: Result, llm: LLM, settings: AnswerSettings,
                     on_text: Callable[[str], None] | None = None) -> str:
     """Ask the LM for a short answer grounded in the rows. The schema is deliberately left out:
@@ -99,6 +118,8 @@ def generate_answer(question: str, result: Result, llm: LLM, settings: AnswerSet
     return value is the checked one."""
     if not result.rows:
         return "The query returned no rows, so the database has no data matching the question."
+    if len(result.columns) == 1 and settings.one_column_answer == "rows":
+        return rows_answer(result)
     data = format_data_points(result, settings)
     messages = [system(prompts.ANSWER_SYSTEM), user(prompts.answer_user_prompt(question, data))]
     if on_text is not None and llm.supports_stream:

@@ -193,13 +193,16 @@ def _invented_numbers(sentence: str, rows: list[tuple], question: str) -> list[s
     return problems
 
 
+def plain_cell(v: Any) -> str:
+    """A value as a plain answer says it: floats without binary noise (1234.7299999999998 -> 1234.73)."""
+    if isinstance(v, float):
+        return format(v, ".12g")
+    return "NULL" if v is None else str(v)
+
+
 def plain_listing(columns: list[str], rows: list[tuple], *, truncated: bool = False, max_rows: int = 20) -> str:
     """The rows as one deterministic line: a single value, or the rows in order ("a, b; c, d")."""
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return format(v, ".12g")  # 1234.7299999999998 -> 1234.73
-        return "NULL" if v is None else str(v)
-
+    cell = plain_cell
     if len(rows) == 1 and len(columns) == 1:
         return f"{columns[0]}: {cell(rows[0][0])}."
     shown = rows[:max_rows]
