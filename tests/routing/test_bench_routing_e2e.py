@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tagql.config import load_settings
 from tagql.llm.scripted import ScriptedLLM
 
@@ -73,3 +75,17 @@ def test_run_scores_conditions_and_resumes(small_collection, spider_dir: Path,
     records2, reused2, _ = e2e.run(small_collection, again, load_settings(), dev, [0, 1, 2], e2e.CONDITIONS,
                                      partial, model="scripted", routed_method="bm25")
     assert reused2 == 9 and not again.prompts and records2 == records
+
+
+def test_conditions_refuse_an_unknown_name_and_keep_the_candidates_of_a_failed_ask(small_collection) -> None:
+    with pytest.raises(SystemExit, match="unknown condition 'nope'"):
+        e2e.Conditions(small_collection, scripted(), load_settings(), ["nope"])
+    settings = load_settings()
+    settings.answer.abstain = False
+    conds = e2e.Conditions(small_collection, ScriptedLLM(lambda m: "SELECT nothing FROM nowhere"), settings,
+                           ["bm25", "gold_db"])
+    answer, cands, err = conds.ask("bm25", "How many singers do we have?", "concert_singer")
+    assert answer is None and err is not None  # the query never runs...
+    assert cands and cands[0]["database"] == "concert_singer"  # ...yet where it was routed is recorded
+    answer, cands, err = conds.ask("gold_db", "How many singers do we have?", "concert_singer")
+    assert answer is None and err is not None and cands == []  # the gold database is not routed

@@ -51,7 +51,7 @@ def test_a_model_fitted_on_other_features_is_refused() -> None:
 def test_shipped_model_loads_and_scores_finite() -> None:
     model = load_reranker()
     assert model is not None, f"{MODEL_PATH} is missing: python -m bench.routing.rerank --write-model"
-    assert len(model.trees) > 10
+    assert model.n_trees > 10
     x = np.zeros((3, len(FEATURES)), dtype=np.float32)
     assert np.isfinite(model.decision(x)).all()
 

@@ -73,16 +73,17 @@ class TreeEnsemble:
         if tuple(spec["features"]) != FEATURES:
             raise ValueError("the re-ranker file was fitted on other features; refit it: python -m bench.routing.rerank")
         self.baseline = float(spec["baseline"])
-        self.trees = [{k: np.asarray(v) for k, v in t.items()} for t in spec["trees"]]
+        trees = spec["trees"]
+        self.n_trees = len(trees)
         self.meta = {k: v for k, v in spec.items() if k not in ("trees", "features", "baseline")}
         # every tree's nodes in one (trees, most nodes) array per field, padded with leaves worth 0, so
         # that all trees descend together: one numpy step per level instead of per level and tree
         # (200 trees: 24 -> ~1 ms per question routed)
-        width = max((len(t["leaf"]) for t in self.trees), default=1)
+        width = max((len(t["leaf"]) for t in trees), default=1)
 
         def packed(key: str, fill: Any, dtype: Any) -> np.ndarray:
-            out = np.full((len(self.trees), width), fill, dtype=dtype)
-            for i, t in enumerate(self.trees):
+            out = np.full((len(trees), width), fill, dtype=dtype)
+            for i, t in enumerate(trees):
                 out[i, : len(t[key])] = t[key]
             return out
 
@@ -96,9 +97,9 @@ class TreeEnsemble:
     def decision(self, x: np.ndarray) -> np.ndarray:
         """Log-odds that each row's database is the question's."""
         x = np.asarray(x)
-        tree = np.arange(len(self.trees))[:, None]
+        tree = np.arange(self.n_trees)[:, None]
         rows = np.arange(len(x))[None, :]
-        node = np.zeros((len(self.trees), len(x)), dtype=np.int64)
+        node = np.zeros((self.n_trees, len(x)), dtype=np.int64)
         while True:
             leaf = self._leaf[tree, node]
             if leaf.all():
