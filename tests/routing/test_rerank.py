@@ -119,3 +119,15 @@ def test_a_stale_or_missing_model_file_means_first_stage_only(tmp_path: Path) ->
         assert load_reranker(str(stale)) is None
     with pytest.warns(UserWarning, match="no database re-ranker"):
         assert load_reranker(str(tmp_path / "absent.json")) is None
+
+
+def test_copy_aware_rows_count_every_database_that_answers() -> None:
+    from bench.routing.rerank import recall1, training_arrays
+
+    x = np.zeros((3, len(FEATURES)), dtype=np.float32)
+    single = (np.array([7, 3, 5]), x, 3)  # gold database 3, ranked second
+    copies = (np.array([7, 3, 5]), x, np.array([5, 7]))  # database 5 and a copy holder 7
+    feats, labels = training_arrays([single, copies])
+    assert feats.shape == (6, len(FEATURES)) and labels.tolist() == [0, 1, 0, 1, 0, 1]
+    assert recall1([single]) == 0.0 and recall1([copies]) == 100.0  # as routed: 7 first
+    assert recall1([single, copies], lambda f: np.array([0.0, 1.0, 0.0])) == 50.0  # 3 first: right only for the first

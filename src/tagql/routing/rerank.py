@@ -9,7 +9,10 @@ with the synonyms mined from the *other* half of the train databases, so no ques
 substitutions), and again among 1,000 databases, 823 of them distractors recombined from the other half's
 databases: trees fitted on real, whole databases alone promoted distractor fragments in large
 collections (Spider dev at 1,000 databases: R@1 84.25 first stage, 77.50 re-ranked, 87.50 refitted).
-``bench/routing/rerank.py --distractors 1000`` fits it and writes ``data/db_reranker.json``. Its features are
+And a third time among 10,000 (1,500 questions per half, a database holding copies of the gold tables
+counting as right): fitted at 1,000 at most, the trees added nothing there (Spider dev 71.50; 78.00 refitted).
+``bench/routing/rerank.py --distractors 1000 --collection-rows DIR`` fits it and writes
+``data/db_reranker.json``. Its features are
 database-agnostic (scores, their gaps to the best candidate, ranks), so the shipped trees apply to any
 collection. It re-orders the router's ``TOP`` best databases; the others keep their order below them.
 """
