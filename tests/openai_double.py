@@ -71,22 +71,25 @@ class OpenAIDouble:
                     failure = double.fail_next.pop(0) if double.fail_next else None
                     double.in_flight += 1
                     double.peak_in_flight = max(double.peak_in_flight, double.in_flight)
+                # a request stops being in flight when its reply is ready, before it is written: the client
+                # may read the reply and send its next request before this thread runs another line
+                status, reply, headers = 200, None, None
                 try:
                     if failure is not None:
+                        status, reply = failure, {"error": {"message": f"scripted {failure}"}}
                         headers = {"retry-after": double.retry_after} if double.retry_after else {}
-                        self._send(failure, {"error": {"message": f"scripted {failure}"}}, headers)
-                        return
-                    if double.delay_s:
-                        time.sleep(double.delay_s)
-                    out = double.reply(body)
-                    if isinstance(out, str):
-                        out = {"choices": [{"message": {"role": "assistant", "content": out},
-                                            "finish_reason": "stop"}],
-                               "usage": {"prompt_tokens": 10, "completion_tokens": 1}}
-                    self._send(200, out)
+                    else:
+                        if double.delay_s:
+                            time.sleep(double.delay_s)
+                        reply = double.reply(body)
+                        if isinstance(reply, str):
+                            reply = {"choices": [{"message": {"role": "assistant", "content": reply},
+                                                  "finish_reason": "stop"}],
+                                     "usage": {"prompt_tokens": 10, "completion_tokens": 1}}
                 finally:
                     with double._lock:
                         double.in_flight -= 1
+                self._send(status, reply, headers)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
