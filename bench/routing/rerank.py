@@ -131,16 +131,14 @@ def copy_aware_rows(halves: dict[str, list[dict]], path: Path, per_half: int, se
     import random
 
     from tagql.routing.metrics import gold_tables
-    from tagql.routing.ours import same_rows
+    from tagql.routing.ours import groups_by_database, same_rows
 
     settings = load_settings()
     embedder = make_embedder(settings)
     coll = Collection.load(path.name, settings, path=path)
     router = coll.router("ours", embedder=embedder)
     group = same_rows(coll, router.keys)
-    groups_of = [set() for _ in router.dbs]
-    for j, g in enumerate(group):
-        groups_of[router.key_db[j]].add(int(g))
+    groups_of = groups_by_database(group, router.key_db, len(router.dbs))
     data: dict[str, dict[str, list]] = {}
     for name, other in (("A", "B"), ("B", "A")):
         router.lexicon = cross_lexicon(router, halves[other])

@@ -235,6 +235,15 @@ class ValueIndex:
         return out
 
 
+def groups_by_database(group: np.ndarray, key_db: np.ndarray, n_dbs: int) -> list[set[int]]:
+    """Per database, the :func:`same_rows` groups of its tables: a database holds copies of every table of
+    another one's question when that question's groups are a subset of its own."""
+    out: list[set[int]] = [set() for _ in range(n_dbs)]
+    for j, g in enumerate(group):
+        out[int(key_db[j])].add(int(g))
+    return out
+
+
 def same_rows(collection: Collection, keys: Sequence[tuple[str, str]]) -> np.ndarray:
     """A group id per table of ``keys``, shared by copies of one table in several databases, whatever
     they are named: tables that store the same values column by column or, for tables without stored
@@ -571,9 +580,7 @@ class GraphRouter:
         self._hidden = np.zeros(len(syn), dtype=bool)
         self._hidden[held] = True
         hide = self._copies_hider(group)  # reads the memory just set
-        db_groups = [set() for _ in self.dbs]
-        for j, g in enumerate(group):
-            db_groups[self.key_db[j]].add(int(g))
+        db_groups = groups_by_database(group, self.key_db, len(self.dbs))
         xs, ys = [], []
         held_feats = []
         ranking = self.cfg.table_fit == "softmax"
