@@ -202,11 +202,10 @@ def plain_cell(v: Any) -> str:
 
 def plain_listing(columns: list[str], rows: list[tuple], *, truncated: bool = False, max_rows: int = 20) -> str:
     """The rows as one deterministic line: a single value, or the rows in order ("a, b; c, d")."""
-    cell = plain_cell
     if len(rows) == 1 and len(columns) == 1:
-        return f"{columns[0]}: {cell(rows[0][0])}."
+        return f"{columns[0]}: {plain_cell(rows[0][0])}."
     shown = rows[:max_rows]
-    items = "; ".join(", ".join(cell(v) for v in row) for row in shown)
+    items = "; ".join(", ".join(plain_cell(v) for v in row) for row in shown)
     head = ", ".join(columns)
     more = len(rows) - len(shown)
     count = f"at least {len(rows)}" if truncated else str(len(rows))
