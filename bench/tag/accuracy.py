@@ -202,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                                          for a in exc.attempts]}
                 if getattr(exc, "plan_attempts", None):  # the planner's tries before the SQL fallback
                     plan = {**(plan or {}), "plan_attempts": exc.plan_attempts}
+                if getattr(exc, "plan_error", None):  # why the plan failed, when the fallback failed too
+                    plan = {**(plan or {}), "plan_error": exc.plan_error}
             ok = correct(r["Query type"], ref, values, text)
             res = {"id": int(r["Query ID"]), "type": r["Query type"], "kind": r["Knowledge/Reasoning Type"],
                    "method": m, "correct": ok, "seconds": round(time.perf_counter() - t0, 2), "lm_calls": calls,

@@ -406,6 +406,7 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                 outcome = session.synthesizer.run(question, statements)
             except TagqlError as again:  # both failed: the error carries what the planner tried too
                 again.plan_attempts = getattr(exc, "attempts", None)  # type: ignore[attr-defined]
+                again.plan_error = exc.one_line()  # type: ignore[attr-defined]
                 raise
             sql, result, attempts = outcome.sql, outcome.result, outcome.attempts
             plan = {"fallback": "text2sql_lm", "error": exc.one_line()}

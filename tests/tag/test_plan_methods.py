@@ -176,6 +176,7 @@ def test_when_plan_and_fallback_both_fail_the_error_keeps_what_the_planner_tried
     tried = err.value.plan_attempts  # and the planner's, before it
     assert [t.get("plan") for t in tried[1:]] == ["not json", "still not json"]
     assert all(t["error"] for t in tried[1:])
+    assert "not valid JSON" in err.value.plan_error or "no JSON plan" in err.value.plan_error  # and why
 
 
 def test_summary_question_without_agg_operator_is_summarised(superhero, tmp_path):
@@ -1010,12 +1011,13 @@ def test_a_column_validation_cannot_join_becomes_a_fact_instead_of_a_second_iden
     plan, attempts = Planner(superhero, llm, SemEngine(llm)).make("Which heroes are red or from Mars?")
     assert "LM_FILTER('the colour of {superhero_name} is red'" in plan.sql
     assert "LM_FILTER('the planet of {superhero_name} is Mars'" in plan.sql
-    # off, or a question that does not need the LM: the error goes back to the model, as before
+    # off, or a question that does not need the LM while a key joins colour: the error goes back to the model
     for needs_lm, on in [("yes", False), ("no", True)]:
         llm = ScriptedLLM(lambda m, a=needs_lm: a if "Does answering" in m[-1].content else json.dumps(invented))
         with pytest.raises(PlanError, match="column 'colour' does not exist") as err:
             Planner(superhero, llm, SemEngine(llm), unplaced_columns_to_lm=on).make("Which heroes are red?")
-        assert err.value.missing_column == ("colour" if needs_lm == "yes" else None)
+        assert err.value.missing_column == "colour"
+        assert ("LM_NUMBER" in err.value.hint) == (needs_lm == "yes")  # the LM hint only where the LM is wanted
 
 
 def test_a_failed_plan_repeated_word_for_word_is_asked_once_more_from_the_first_prompt(shared_data):

@@ -265,13 +265,7 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False,
             continue
         if name in _DATE_PART and db.backend.strftime_dates and _stored_date(select, db) is not None:
             continue  # a part of a stored date: the error's hint says how to read it (STRFTIME)
-        text = [c for c in table.columns if c.name.lower() not in ids
-                and not re.search(r"int|real|num|dec|float|double|date|time|bool", c.type or "", re.IGNORECASE)]
-        # what names a row: a text column the query selects (one called *name* first), else one called *name*,
-        # else the first text one
-        subject = next((c for c in text if c.name.lower() in selected and "name" in c.name.lower()), None) or \
-            next((c for c in text if c.name.lower() in selected), None) or \
-            next((c for c in text if "name" in c.name.lower()), None) or next(iter(text), None)
+        subject = _naming_column(table, ids, selected)
         if subject is not None:
             todo.append((col, qualifier, table, subject))
             if isinstance(col.parent, exp.Select):  # mapped under its own name: a later bare use reads it
@@ -291,6 +285,277 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False,
     if notes:
         plan.sql = tree.sql(dialect=db.dialect)
     return notes
+
+
+def _naming_column(table: Any, ids: set[str], selected: set[str]) -> Any:
+    """What names a row of ``table`` for the LM: a text column the query selects (one called *name*
+    first), else one called *name*, else the first text column that is not an identifier; None without."""
+    text = [c for c in table.columns if c.name.lower() not in ids
+            and not re.search(r"int|real|num|dec|float|double|date|time|bool", c.type or "", re.IGNORECASE)]
+    return next((c for c in text if c.name.lower() in selected and "name" in c.name.lower()), None) or \
+        next((c for c in text if c.name.lower() in selected), None) or \
+        next((c for c in text if "name" in c.name.lower()), None) or next(iter(text), None)
+
+
+def _noun(table_name: str) -> str:
+    """``countries`` -> ``country``, ``car_makers`` -> ``car maker``: what one row of a table is."""
+    words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", table_name).replace("_", " ").lower().split()
+    last = words[-1] if words else table_name.lower()
+    last = last[:-3] + "y" if last.endswith("ies") else last[:-1] if re.search(r"[^s]s$", last) else last
+    return " ".join([*words[:-1], last])
+
+
+def orphaned_joins(plan: Plan, db: Database) -> list[str]:
+    """A join over a key that the database does not have (``city JOIN country ON city.country_id =
+    country.country_id`` where ``city`` has no ``country_id``): the link from the asked rows to the joined
+    table is knowledge the database does not hold, so no repair can make the join. The joined table -- and
+    whatever hangs only off it (``countries`` -> ``continents``) -- is dropped, and what the query asked of
+    it becomes a fact the LM gives about the row on the near side of the lost key, named by its naming
+    column: ``country.country = 'Japan'`` -> ``LM_FILTER('the country of {city} is Japan', city)``, a
+    selected or grouped ``country.country`` (or its key) -> ``LM_MAP('the country of {city}', city)``. The
+    fact is the link the schema names, so the statement is stated from it, not asked of the model (asked,
+    the 1.5B model turned "car makers from Germany" into "{Maker} is a German-speaking country"). The
+    same key looked up in a subquery (``publisher_id = (SELECT id FROM publisher WHERE ...)``) is read as
+    that join first. The pool's hidden keys are such links (car_1's ``car_makers.Country``, superhero's
+    ``publisher_id``); given the error, the 1.5B model wrote the same join again. Only a top-level SELECT
+    whose sources are all tables; returns ``old -> new`` notes."""
+    from sqlglot import exp
+
+    tree = _parse(plan.sql, db, db.dialect)
+    select = tree if isinstance(tree, exp.Select) else None
+    if select is None:
+        return []
+    looked_up = _lookups_as_joins(select, db)
+    tables = {t.name.lower(): t for t in db.schema.tables}
+    source = select.args.get("from_") or select.args.get("from")
+    joins = list(select.args.get("joins") or [])
+    aliases: dict[str, Any] = {}  # alias (lower) -> the schema table
+    written: dict[str, str] = {}  # alias (lower) -> as the query writes it
+    order: list[str] = []
+    for node in [source, *joins]:
+        table = node.this if node is not None else None
+        if not isinstance(table, exp.Table) or table.name.lower() not in tables:
+            return []
+        aliases[table.alias_or_name.lower()] = tables[table.name.lower()]
+        written[table.alias_or_name.lower()] = table.alias_or_name
+        order.append(table.alias_or_name.lower())
+
+    def owner(col: Any) -> str | None:
+        if col.table:
+            return col.table.lower() if col.table.lower() in aliases else None
+        having = [a for a in order if aliases[a].column(col.name) is not None]
+        return having[0] if len(having) == 1 else None
+
+    def conjuncts(cond: Any) -> list[Any]:
+        return list(cond.flatten()) if isinstance(cond, exp.And) else [cond] if cond is not None else []
+
+    def link(cond: Any) -> tuple[str, str, bool, bool] | None:
+        """(alias, alias, has left column, has right column) of a column = column between two tables."""
+        if not (isinstance(cond, exp.EQ) and isinstance(cond.this, exp.Column)
+                and isinstance(cond.expression, exp.Column)):
+            return None
+        left, right = cond.this, cond.expression
+        a = left.table.lower() if left.table else None
+        b = right.table.lower() if right.table else None
+        if a not in aliases or b not in aliases or a == b:
+            return None
+        return a, b, aliases[a].column(left.name) is not None, aliases[b].column(right.name) is not None
+
+    orphan: Any = None
+    near: str | None = None
+    far: str | None = None
+    edges: list[tuple[str, str]] = []
+    for node in joins:
+        for cond in conjuncts(node.args.get("on")):
+            found = link(cond)
+            if found is None:
+                continue
+            a, b, has_a, has_b = found
+            if has_a and has_b:
+                edges.append((a, b))
+            elif orphan is None and has_a != has_b:
+                orphan, near, far = cond, (b if has_a else a), (a if has_a else b)
+    if orphan is None or near is None or far is None:
+        return []
+    chosen = _chosen_link(select, orphan, (written[near], aliases[near]), (written[far], aliases[far]), db)
+    if chosen:
+        plan.sql = tree.sql(dialect=db.dialect)
+        return [*looked_up, chosen]
+    kept, todo = {near}, [near]
+    while todo:  # the tables still joined to the near side without the lost key
+        here = todo.pop()
+        for a, b in edges:
+            for x, y in ((a, b), (b, a)):
+                if x == here and y not in kept:
+                    kept.add(y)
+                    todo.append(y)
+    dropped = [a for a in order if a not in kept]
+    if not dropped:
+        return []
+    notes = [*looked_up, f"dropped {', '.join(aliases[a].name for a in dropped)}: joined over "
+             f"{orphan.sql(dialect=db.dialect)}, a key the database does not have"]
+    moved = []  # conditions of the removed or emptied ON clauses that are not links: they go to WHERE
+    kept_nodes = []
+    for alias, node in zip(order, [source, *joins]):
+        if alias not in kept:
+            if node is not source:
+                moved += [c for c in conjuncts(node.args.get("on")) if link(c) is None]
+            continue
+        kept_nodes.append(node)
+        if node is source:
+            continue
+        conds = conjuncts(node.args.get("on"))
+        stay = [c for c in conds if c is not orphan
+                and not any(owner(col) in dropped for col in c.find_all(exp.Column))]
+        moved += [c for c in conds if c not in stay and c is not orphan and link(c) is None]
+        node.set("on", exp.and_(*stay) if stay else None)
+    first = kept_nodes.pop(0)
+    if first is not source:  # the FROM table was dropped: the first kept join is the new FROM
+        moved += [c for c in conjuncts(first.args.get("on")) if link(c) is None]
+        select.set("from_" if "from_" in select.args else "from", exp.From(this=first.this.copy()))
+    if any(n.args.get("on") is None and (n.args.get("kind") or "").upper() != "CROSS" for n in kept_nodes):
+        return []  # a kept table was joined only through a dropped one: no query to save
+    select.set("joins", kept_nodes or None)
+    for cond in moved:
+        select.where(cond.copy(), copy=False)
+    ids = identifier_columns(db)
+    near_table = aliases[near]
+    selected = {c.name.lower() for e in select.expressions for c in e.find_all(exp.Column)
+                if owner(c) == near}
+    subject = _naming_column(near_table, ids, selected)
+    if subject is None:
+        return []
+    refs = [c for c in select.find_all(exp.Column) if owner(c) in dropped]
+    for col in refs:
+        table = aliases[owner(col)]
+        noun = _noun(table.name)
+        name = col.name.lower()
+        about = name in ids or "name" in name or name == noun.replace(" ", "_") or name == noun.split()[-1]
+        fact = f"the {noun} of {{{subject.name}}}" if about else \
+            f"the {col.name.replace('_', ' ').lower()} of the {noun} of {{{subject.name}}}"
+        arg = exp.column(subject.name, table=written[near])
+        if col.find_ancestor(exp.Order) is not None and not _compared_constants(col)[0]:
+            # an order wants a number, as in invented_order_columns
+            node, call = col, exp.Anonymous(this="LM_NUMBER", expressions=[exp.Literal.string(fact), arg])
+        else:
+            node, call = _fact_call(col, fact, arg)
+        if isinstance(node.parent, exp.Select) and node is col:
+            call = exp.alias_(call, col.name)
+        notes.append(f"{node.sql(dialect=db.dialect)} -> {call.sql(dialect=db.dialect)}")
+        node.replace(call)
+    plan.sql = tree.sql(dialect=db.dialect)
+    return notes
+
+
+def _chosen_link(select: Any, orphan: Any, near: tuple[str, Any], far: tuple[str, Any], db: Database) -> str:
+    """The lost key re-derived: ``near.key = far.id`` becomes ``far.name = LM_CHOOSE('the <far> of {subject}',
+    near.subject, 'far.name')``, the LM choosing among the names the far table stores, so the rest of the
+    query (its conditions, groups and further joins on the far table) runs as written. Returns the note,
+    or "" when the far table has no naming column or too many names to choose among (the caller then
+    drops the far side and asks facts instead)."""
+    from sqlglot import exp
+
+    from tagql.tag.udf import CHOICES_MAX
+
+    ids = identifier_columns(db)
+    (near_q, near_t), (far_q, far_t) = near, far
+    naming = _naming_column(far_t, ids, set())
+    selected = {c.name.lower() for e in select.expressions for c in e.find_all(exp.Column)
+                if (c.table or "").lower() == near_q.lower()}
+    subject = _naming_column(near_t, ids, selected)
+    if naming is None or subject is None:
+        return ""
+    q = db.schema.quote
+    try:
+        n = db.execute(f"SELECT COUNT(DISTINCT {q(naming.name)}) FROM {q(far_t.name)}").rows[0][0]
+    except TagqlError:
+        return ""
+    if not n or n > CHOICES_MAX:
+        return ""
+    call = exp.Anonymous(this="LM_CHOOSE", expressions=[
+        exp.Literal.string(f"the {_noun(far_t.name)} of {{{subject.name}}}"), exp.column(subject.name, table=near_q),
+        exp.Literal.string(f"{far_t.name}.{naming.name}")])
+    link = exp.EQ(this=exp.column(naming.name, table=far_q), expression=call)
+    note = (f"{orphan.sql(dialect=db.dialect)} -> {link.sql(dialect=db.dialect)} (a key the database does not "
+            f"have: the LM chooses among the {n} stored {far_t.name}.{naming.name})")
+    orphan.replace(link)
+    return note
+
+
+def _lookups_as_joins(select: Any, db: Database) -> list[str]:
+    """``WHERE A.key = (SELECT B.id FROM B WHERE cond)`` (or ``IN``) where ``A`` has no ``key``: rewritten in
+    place as ``JOIN B ON A.key = B.id ... WHERE cond``, so :func:`orphaned_joins` sees the lost link the
+    lookup meant. Returns notes (empty when there is no such lookup)."""
+    from sqlglot import exp
+
+    tables = {t.name.lower(): t for t in db.schema.tables}
+    where = select.args.get("where")
+    if where is None:
+        return []
+    sources = [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]
+    outer = {n.this.alias_or_name.lower(): tables.get(n.this.name.lower()) for n in sources
+             if n is not None and isinstance(n.this, exp.Table)}
+    notes = []
+    conds = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+    for cond in conds:
+        if isinstance(cond, exp.EQ) and isinstance(cond.this, exp.Column) and isinstance(cond.expression, exp.Subquery):
+            col, inner = cond.this, cond.expression.this
+        elif isinstance(cond, exp.In) and isinstance(cond.this, exp.Column) and cond.args.get("query") is not None:
+            col, inner = cond.this, cond.args["query"].this
+        else:
+            continue
+        owner = outer.get(col.table.lower()) if col.table else (
+            next(iter(outer.values())) if len(outer) == 1 else None)
+        source = inner.args.get("from_") or inner.args.get("from") if isinstance(inner, exp.Select) else None
+        if owner is None or owner.column(col.name) is not None or source is None \
+                or not isinstance(source.this, exp.Table) or source.this.name.lower() not in tables \
+                or inner.args.get("joins") or inner.args.get("group") or len(inner.expressions) != 1 \
+                or not isinstance(inner.expressions[0], exp.Column):
+            continue
+        alias = source.this.alias_or_name
+        while alias.lower() in outer:
+            alias += "_1"
+        outer[alias.lower()] = tables[source.this.name.lower()]
+        for c in inner.find_all(exp.Column):
+            c.set("table", exp.to_identifier(alias))
+        if not col.table:
+            col.set("table", exp.to_identifier(next(iter(outer))))
+        key = inner.expressions[0].copy()
+        old = cond.sql(dialect=db.dialect)
+        select.join(exp.Table(this=exp.to_identifier(source.this.name), alias=exp.TableAlias(
+            this=exp.to_identifier(alias))), on=exp.EQ(this=col.copy(), expression=key), copy=False)
+        inner_where = inner.args.get("where")
+        cond.replace(inner_where.this.copy() if inner_where is not None else exp.true())
+        notes.append(f"{old} -> JOIN {source.this.name} AS {alias} ON {col.sql(dialect=db.dialect)} = "
+                     f"{key.sql(dialect=db.dialect)}")
+    return notes
+
+
+def unjoinable(column: str, sql: str, db: Database) -> bool:
+    """Is ``column`` held only by tables that no chain of declared foreign keys links to the tables ``sql``
+    reads? Then no join repair can place it, and what it holds is knowledge the database lost the link to
+    (superhero without ``publisher_id``: ``publisher_name``), even for a question that looked relational.
+    A database without declared keys says nothing about links: False."""
+    from sqlglot import exp
+
+    tables = {t.name.lower(): t for t in db.schema.tables}
+    links: dict[str, set[str]] = {}
+    for t in db.schema.tables:
+        for fk in t.foreign_keys:
+            links.setdefault(t.name.lower(), set()).add(fk.ref_table.lower())
+            links.setdefault(fk.ref_table.lower(), set()).add(t.name.lower())
+    owners = {name for name, t in tables.items() if t.column(column) is not None}
+    tree = _parse(sql, db, db.dialect)
+    used = {t.name.lower() for t in tree.find_all(exp.Table)} & set(tables) if tree is not None else set()
+    if not links or not owners or not used or owners & used:
+        return False
+    seen, todo = set(used), list(used)
+    while todo:
+        for other in links.get(todo.pop(), ()):
+            if other not in seen:
+                seen.add(other)
+                todo.append(other)
+    return not owners & seen
 
 
 def _compared_constants(col: Any) -> tuple[list[str], bool]:
@@ -496,10 +761,11 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool =
             plan.sql = sql
         probe = db.execute(f"SELECT * FROM ({sql}) AS plan_probe LIMIT 0")
     except (InvalidQuery, UnsafeQuery, QueryFailed) as exc:
-        missing = _MISSING_COLUMN.search(exc.one_line()) if hybrid else None
+        missing = _MISSING_COLUMN.search(exc.one_line())
         if missing:  # "founding_year", "electronegativity": a fact the LM knows, not a column
             name = next(g for g in missing.groups() if g)
-            error = PlanError(f"the plan's SQL is invalid: {exc.one_line()}", _missing_column_hint(name, plan.sql, db))
+            error = PlanError(f"the plan's SQL is invalid: {exc.one_line()}",
+                              _missing_column_hint(name, plan.sql, db) if hybrid else "")
             error.missing_column = name
             raise error from exc
         if isinstance(exc, InvalidQuery) and _enumerated_values(plan.sql) >= 6:
@@ -814,16 +1080,24 @@ class Planner:
         that no table of the query has and validation could not join becomes a fact the LM gives
         (:func:`invented_fact_columns` with ``unplaced``) before the model is asked again: shown the error and
         the hint, the 1.5B model wrote the same plan again word for word (pool dev questions 311, 319)."""
+        def criterion(column: str, table: str) -> str:
+            return self.criterion(question, column, table)
+
         try:
             return validate_plan(plan, self.db, self.engine, hybrid=self.hybrid, question=question)[0]
         except PlanError as exc:
-            if not (self.hybrid and self.unplaced_columns_to_lm and exc.missing_column):
+            if not (self.unplaced_columns_to_lm and exc.missing_column):
                 raise
-            facts = invented_fact_columns(plan, self.db, unplaced=True,
-                                          criterion=lambda column, table: self.criterion(question, column, table))
-            if not facts:
+            lost = orphaned_joins(plan, self.db)
+            if lost:
+                attempts.append({"lost_key_to_lm": lost})
+            elif self.hybrid or unjoinable(exc.missing_column, plan.sql, self.db):
+                facts = invented_fact_columns(plan, self.db, unplaced=True, criterion=criterion)
+                if not facts:
+                    raise
+                attempts.append({"unplaced_to_lm": facts})
+            else:
                 raise
-            attempts.append({"unplaced_to_lm": facts})
         return validate_plan(plan, self.db, self.engine, hybrid=self.hybrid, question=question)[0]
 
     def guesses_to_filters(self, plan: Plan, question: str, statements: Sequence[ScoredStatement] = ()) -> list[str]:

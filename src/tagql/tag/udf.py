@@ -7,6 +7,10 @@ After :func:`register_lm_functions`, SQL can call:
 * ``LM_SCORE('{Title} is technical', Title)`` -> 0..10 (for ``ORDER BY ... DESC``)
 * ``LM_NUMBER('the founding year of {publisher_name}', publisher_name)`` -> a number (``ORDER BY`` what the
   LM knows or reads: a year, a population, the month a name refers to; NULL when it gives none)
+* ``LM_CHOOSE('the publisher of {superhero_name}', superhero_name, 'publisher.publisher_name')`` -> one of the
+  values stored in that column (the last argument), or NULL: a join over a key the database does not have
+  (``ON publisher.publisher_name = LM_CHOOSE(...)``, see ``tagql.tag.plan.orphaned_joins``). The options are
+  read from the database before the statement runs (:func:`load_choices`).
 
 Arguments after the instruction fill its ``{fields}`` in order of first appearance. Both databases run
 the same code (:class:`LMFunctions`), which takes a *batch* of rows: it fills the instruction per row,
@@ -37,9 +41,11 @@ from tagql.db.connection import Database, Result
 from tagql.errors import QueryFailed, TagqlError
 from tagql.tag.operators import OperatorError, SemEngine, fill, repair_braces, template_fields
 
-FUNCTIONS = ("LM_FILTER", "LM_MAP", "LM_SCORE", "LM_NUMBER")
+FUNCTIONS = ("LM_FILTER", "LM_MAP", "LM_SCORE", "LM_NUMBER", "LM_CHOOSE")
+CHOICES_MAX = 500  # stored values an LM_CHOOSE may choose among
 PREFETCH_MAX_INPUTS = 100_000  # distinct filter inputs judged up front at most (each one is an LM call anyway)
-_RETURNS = {"LM_FILTER": "BIGINT", "LM_MAP": "VARCHAR", "LM_SCORE": "BIGINT", "LM_NUMBER": "DOUBLE"}
+_RETURNS = {"LM_FILTER": "BIGINT", "LM_MAP": "VARCHAR", "LM_SCORE": "BIGINT", "LM_NUMBER": "DOUBLE",
+            "LM_CHOOSE": "VARCHAR"}
 
 
 def _bind(instruction: Any, args: tuple[Any, ...], name: str, engine: SemEngine) -> str:
@@ -86,6 +92,16 @@ class LMFunctions:
 
     def _run(self, name: str, columns: tuple[list[Any], ...], n: int) -> list[Any]:
         rows = list(zip(*columns))
+        source = None
+        if name == "LM_CHOOSE":  # the last argument names where the options are stored
+            sources = {r[-1] for r in rows}
+            if rows and (len(sources) != 1 or len(rows[0]) < 3):
+                raise OperatorError("LM_CHOOSE needs the instruction, its values and one 'table.column' of options")
+            source = str(next(iter(sources))) if rows else ""
+            if rows and source not in self.engine.choices:
+                raise OperatorError(f"LM_CHOOSE: the options of {source!r} were not loaded",
+                                    "run the statement through execute_with_lm")
+            rows = [r[:-1] for r in rows]
         keys = [(r[0], _bind(r[0], r[1:], name, self.engine)) for r in rows]  # (instruction, filled input)
         out: dict[tuple[str, str], Any] = {}
         for instruction in dict.fromkeys(k[0] for k in keys):
@@ -100,6 +116,8 @@ class LMFunctions:
                 values = self.engine.score_many(instruction, distinct)
             elif name == "LM_NUMBER":
                 values = self.engine.number_many(instruction, distinct)
+            elif name == "LM_CHOOSE":
+                values = self.engine.choose_many(instruction, distinct, self.engine.choices[str(source)])
             else:
                 values = self.engine.map_many(instruction, distinct)
             out.update(((instruction, d), v) for d, v in zip(distinct, values))
@@ -245,10 +263,47 @@ def prefetch_filters(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
     return judged
 
 
+def load_choices(db: Database, sql: str, engine: SemEngine) -> list[str]:
+    """Read the stored values each ``LM_CHOOSE`` of ``sql`` chooses among (its last argument, a
+    ``'table.column'`` literal) into ``engine.choices``; returns the sources read. A source that is not a
+    column of the database, or holds more than :data:`CHOICES_MAX` values, is an error before any LM call."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read=db.dialect)
+    except sqlglot.errors.ParseError:
+        return []
+    read = []
+    for call in tree.find_all(exp.Anonymous):
+        if call.name.upper() != "LM_CHOOSE" or not call.expressions:
+            continue
+        last = call.expressions[-1]
+        if not (isinstance(last, exp.Literal) and last.is_string and "." in last.this):
+            raise OperatorError("LM_CHOOSE's last argument must name the options' column as 'table.column'")
+        table_name, column_name = last.this.rsplit(".", 1)
+        table = db.schema.table(table_name)
+        column = table.column(column_name) if table is not None else None
+        if column is None:
+            raise OperatorError(f"LM_CHOOSE: {last.this!r} is not a column of {db.name}")
+        if last.this in engine.choices:
+            continue
+        q = db.schema.quote
+        got = db.execute(f"SELECT DISTINCT {q(column.name)} FROM {q(table.name)} WHERE {q(column.name)} IS NOT NULL "
+                         f"ORDER BY 1", row_cap=CHOICES_MAX)
+        if got.truncated:
+            raise OperatorError(f"LM_CHOOSE: {last.this} holds more than {CHOICES_MAX} values to choose among")
+        engine.choices[last.this] = [str(r[0]) for r in got.rows]
+        read.append(last.this)
+    return read
+
+
 def execute_with_lm(db: Database, sql: str, engine: SemEngine, *, timeout_s: float = 600.0) -> Result:
     """Run ``sql`` (which may call LM functions) and surface any operator error it hit; WHERE-conjunct
     ``LM_FILTER`` calls are judged up front (:func:`prefetch_filters`)."""
     engine.pending_error = None
+    if "LM_CHOOSE" in sql.upper():
+        load_choices(db, sql, engine)
     if "LM_FILTER" in sql.upper():
         prefetch_filters(db, sql, engine)
     try:

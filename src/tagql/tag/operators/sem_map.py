@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tagql.llm.base import system, user
@@ -56,6 +58,35 @@ class MapEngine(EngineBase):
             return text.strip().splitlines()[0].strip() if text.strip() else ""
 
         return self._each("map", items, one)
+
+    def choose_many(self, instruction: str, items: list[str], options: Sequence[str]) -> list[str | None]:
+        """One of ``options`` per item (``LM_CHOOSE``: the stored value a lost key pointed at, "the publisher of
+        Batman" -> 'DC Comics'), decoding constrained to the options: a grammar on the local model, a JSON
+        enum on endpoints. Asked to judge "the publisher of X is Marvel Comics" one claim at a time, the 1.5B
+        model said yes to 2 of 4 Marvel heroes and to Superman; choosing among the three stored publishers it
+        placed 7 of 8 heroes. A reply that is none of the options is ``None`` (the row joins nothing)."""
+        options = [str(o) for o in dict.fromkeys(options) if str(o).strip()]
+        if not options:
+            return [None] * len(items)
+        sys_text = PROMPTS.render("choose_system", instruction=instruction, options="; ".join(options))
+        grammar = "root ::= " + " | ".join(json.dumps(o, ensure_ascii=False) for o in options)
+        schema = {"type": "object", "properties": {"answer": {"enum": options}}, "required": ["answer"]}
+        by_lower = {o.lower(): o for o in options}
+        digest = hashlib.sha256("\n".join(options).encode()).hexdigest()[:16]
+        width = max(len(o) for o in options)
+
+        def one(item: str) -> str | None:
+            text = self.call("choose", f"{instruction} [options {digest}]", item,
+                             [system(sys_text), user(PROMPTS.render("map_user", record=item))],
+                             max_tokens=width + 16, grammar=grammar, json_schema=schema)
+            if text.startswith("{"):
+                try:
+                    text = str(json.loads(text).get("answer", ""))
+                except (ValueError, AttributeError):
+                    return None
+            return by_lower.get(text.strip().strip('"').lower())
+
+        return self._each("choose", items, one)
 
     def number_many(self, instruction: str, items: list[str], *, style: str = "scaled") -> list[float | None]:
         """One number per item (``LM_NUMBER``: a year, a population, a month's number), constrained so the

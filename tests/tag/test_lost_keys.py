@@ -1,0 +1,198 @@
+"""A join over a key the database does not have: the LM re-derives the link by choosing among the far
+table's stored names (``LM_CHOOSE``), or, when it cannot, the far side becomes facts the LM gives (plan.py
+``orphaned_joins``, ``unjoinable`` and the planner's use of them; udf.py ``LM_CHOOSE``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+import pytest
+
+from tagql.db.connection import open_database
+from tagql.llm.scripted import ScriptedLLM
+from tagql.tag.operators import SemEngine
+from tagql.errors import TagqlError
+from tagql.tag import udf
+from tagql.tag.plan import Plan, PlanError, Planner, orphaned_joins, run_plan, unjoinable
+from tagql.tag.udf import execute_with_lm, register_lm_functions
+
+BOOKS = {  # title -> author; the book table does not say who wrote it
+    "One Hundred Years of Solitude": "Gabriel Garcia Marquez",
+    "Love in the Time of Cholera": "Gabriel Garcia Marquez",
+    "Hamlet": "William Shakespeare",
+    "Don Quixote": "Miguel de Cervantes",
+}
+
+
+@pytest.fixture
+def library(tmp_path):
+    """Books that lost their author key; authors still link to their nation by a declared key."""
+    path = tmp_path / "library.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE nation (id INTEGER PRIMARY KEY, name TEXT);
+        CREATE TABLE author (id INTEGER PRIMARY KEY, name TEXT, birth_year INTEGER,
+                             nation_id INTEGER REFERENCES nation(id));
+        CREATE TABLE book (id INTEGER PRIMARY KEY, title TEXT, pages INTEGER);
+        CREATE TABLE shelf (id INTEGER PRIMARY KEY, label TEXT, book_id INTEGER REFERENCES book(id));
+        INSERT INTO nation VALUES (1, 'Colombia'), (2, 'England'), (3, 'Spain');
+        INSERT INTO author VALUES (1, 'Gabriel Garcia Marquez', 1927, 1), (2, 'William Shakespeare', 1564, 2),
+                                  (3, 'Miguel de Cervantes', 1547, 3);
+    """)
+    con.executemany("INSERT INTO book (title, pages) VALUES (?, ?)", [(t, 100 + i) for i, t in enumerate(BOOKS)])
+    con.executemany("INSERT INTO shelf (label, book_id) VALUES (?, ?)", [("A", 1), ("B", 3)])
+    con.commit()
+    con.close()
+    return open_database(str(path))
+
+
+CHOSEN = "a.name = LM_CHOOSE('the author of {title}', b.title, 'author.name')"
+
+
+@pytest.mark.parametrize("sql, expected", [
+    # the lost key is chosen; the rest of the query (condition, further join) runs as written
+    ("SELECT COUNT(*) FROM book AS b JOIN author AS a ON b.author_id = a.id JOIN nation AS n ON a.nation_id = n.id "
+     "WHERE n.name = 'Colombia'",
+     f"SELECT COUNT(*) FROM book AS b JOIN author AS a ON {CHOSEN} JOIN nation AS n ON a.nation_id = n.id "
+     "WHERE n.name = 'Colombia'"),
+    # written from the far side, and with another condition in the same ON
+    ("SELECT a.name, COUNT(*) FROM author AS a JOIN book AS b ON a.id = b.author_id AND b.pages > 50 GROUP BY a.id",
+     f"SELECT a.name, COUNT(*) FROM author AS a JOIN book AS b ON {CHOSEN} AND b.pages > 50 GROUP BY a.id"),
+    # a lookup of the key in a subquery: read as the join first
+    ("SELECT title FROM book WHERE author_id IN (SELECT id FROM author WHERE name = 'William Shakespeare')",
+     "SELECT title FROM book JOIN author AS author ON author.name = LM_CHOOSE('the author of {title}', book.title, "
+     "'author.name') WHERE author.name = 'William Shakespeare'"),
+])
+def test_a_join_over_a_lost_key_is_chosen_among_the_far_tables_names(library, sql, expected):
+    plan = Plan(sql)
+    notes = orphaned_joins(plan, library)
+    assert plan.sql == expected
+    assert "the LM chooses among the 3 stored author.name" in notes[-1]
+
+
+@pytest.mark.parametrize("sql, expected, notes", [
+    # too many names to choose among: the lost link and what hangs only off it (nation) are dropped; the
+    # condition is the link's fact
+    ("SELECT COUNT(*) FROM book AS b JOIN author AS a ON b.author_id = a.id JOIN nation AS n ON a.nation_id = n.id "
+     "WHERE n.name = 'Colombia'",
+     "SELECT COUNT(*) FROM book AS b WHERE LM_FILTER('the nation of {title} is Colombia', b.title)",
+     ["dropped author, nation: joined over b.author_id = a.id, a key the database does not have",
+      "n.name = 'Colombia' -> LM_FILTER('the nation of {title} is Colombia', b.title)"]),
+    # the FROM table is the dropped one: the book becomes the FROM; a kept join stays
+    ("SELECT s.label FROM author AS a JOIN book AS b ON a.id = b.author_id JOIN shelf AS s ON s.book_id = b.id "
+     "WHERE a.name IN ('Hamlet', 'X') AND b.pages > 50",
+     "SELECT s.label FROM book AS b JOIN shelf AS s ON s.book_id = b.id WHERE LM_FILTER('the author of {title} "
+     "is one of: Hamlet, X', b.title) AND b.pages > 50",
+     None),
+    # selected and grouped: a map kept under the column's name; the key groups by the same fact
+    ("SELECT a.name, COUNT(*) FROM book JOIN author AS a ON book.author_id = a.id GROUP BY a.id",
+     "SELECT LM_MAP('the author of {title}', book.title) AS name, COUNT(*) FROM book "
+     "GROUP BY LM_MAP('the author of {title}', book.title)",
+     None),
+    # a column of the dropped table that is not what names it; an order wants a number
+    ("SELECT b.title FROM book AS b JOIN author AS a ON b.author_id = a.id ORDER BY a.birth_year",
+     "SELECT b.title FROM book AS b ORDER BY LM_NUMBER('the birth year of the author of {title}', b.title)", None),
+    # the same key looked up in a subquery is read as the join
+    ("SELECT title FROM book WHERE author_id = (SELECT id FROM author WHERE name = 'William Shakespeare')",
+     "SELECT title FROM book WHERE LM_FILTER('the author of {title} is William Shakespeare', book.title)",
+     ["book.author_id = (SELECT author.id FROM author WHERE author.name = 'William Shakespeare') -> "
+      "JOIN author AS author ON book.author_id = author.id",
+      "dropped author: joined over book.author_id = author.id, a key the database does not have",
+      "author.name = 'William Shakespeare' -> LM_FILTER('the author of {title} is William Shakespeare', "
+      "book.title)"]),
+])
+def test_without_names_to_choose_among_the_far_side_becomes_the_fact_it_meant(library, monkeypatch, sql, expected,
+                                                                               notes):
+    monkeypatch.setattr(udf, "CHOICES_MAX", 2)  # the library's 3 authors are too many now
+    plan = Plan(sql)
+    got = orphaned_joins(plan, library)
+    assert plan.sql == expected
+    if notes is not None:
+        assert got == notes
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT a.name FROM author AS a JOIN nation AS n ON a.nation_id = n.id WHERE n.name = 'Spain'",  # real key
+    "SELECT title FROM book WHERE pages > 100",  # no join
+    "SELECT title FROM book WHERE id IN (SELECT book_id FROM shelf)",  # a lookup over a key that exists
+    "SELECT x.title FROM (SELECT * FROM book) AS x JOIN author AS a ON x.author_id = a.id",  # a derived table
+])
+def test_queries_without_a_lost_key_are_left_alone(library, sql):
+    plan = Plan(sql)
+    assert orphaned_joins(plan, library) == []
+    assert plan.sql == sql
+
+
+def test_unjoinable_means_no_declared_key_reaches_the_column(library):
+    assert unjoinable("name", "SELECT COUNT(*) FROM book", library)  # author/nation: no key from book
+    assert not unjoinable("title", "SELECT label FROM shelf", library)  # shelf -> book by its key
+    assert not unjoinable("name", "SELECT name FROM author", library)  # the query has it
+    assert not unjoinable("colour", "SELECT COUNT(*) FROM book", library)  # no table has it
+
+
+def _planner_llm(plan: dict, authors: dict[str, str], prompts: list[str]) -> ScriptedLLM:
+    def fn(messages):
+        last = messages[-1].content
+        prompts.append(last)
+        if "Does answering" in last:
+            return "no"  # the question looks relational: the lost key still makes it the LM's
+        if "The options are:" in messages[0].content:  # LM_CHOOSE: one of the stored names
+            title = re.search(r"<record>the author of (.*?)</record>", last).group(1)
+            return authors.get(title, "Nobody")
+        return json.dumps(plan)
+
+    return ScriptedLLM(fn)
+
+
+def test_the_planner_answers_through_the_lost_link_instead_of_asking_again(library):
+    """The model joins over the key it expects; validation says the column does not exist; the plan is
+    rewritten once, with no second plan from the model, and the LM chooses each book's author."""
+    wrote = {"sql": "SELECT COUNT(*) FROM book AS T1 JOIN author AS T2 ON T1.author_id = T2.id "
+                    "WHERE T2.name = 'Gabriel Garcia Marquez'", "operators": []}
+    prompts: list[str] = []
+    llm = _planner_llm(wrote, BOOKS, prompts)
+    planner = Planner(library, llm, SemEngine(llm))
+    plan, attempts = planner.make("How many books did Gabriel Garcia Marquez write?")
+    assert sum(isinstance(c, dict) for c in llm.constraints) == 1  # one plan asked for (JSON-constrained)
+    assert len(llm.constraints) == 2  # and the needs-LM question: the rewrite itself costs no LM call
+    assert {"lost_key_to_lm": [
+        "T1.author_id = T2.id -> T2.name = LM_CHOOSE('the author of {title}', T1.title, 'author.name') (a key the "
+        "database does not have: the LM chooses among the 3 stored author.name)"]} in attempts
+    engine = SemEngine(llm)
+    assert run_plan(plan, library, engine).result.rows == [(2,)]
+    chose = [c for c in llm.constraints if isinstance(c, dict) and "answer" in c.get("properties", {})]
+    assert len(chose) == 4  # one choice per book, constrained to the three stored names
+    assert chose[0]["properties"]["answer"]["enum"] == ["Gabriel Garcia Marquez", "Miguel de Cervantes",
+                                                        "William Shakespeare"]
+
+
+def test_a_choice_that_is_none_of_the_names_joins_nothing(library):
+    """An endpoint's JSON answer is read; a reply outside the stored names is NULL (no join), never a guess."""
+    replies = {"One Hundred Years of Solitude": '{"answer": "gabriel garcia marquez"}',
+               "Love in the Time of Cholera": "Borges", "Hamlet": "William Shakespeare", "Don Quixote": "{broken"}
+    llm = _planner_llm({}, replies, [])
+    sql = ("SELECT b.title, a.name FROM book AS b JOIN author AS a ON a.name = LM_CHOOSE('the author of {title}', "
+           "b.title, 'author.name') ORDER BY b.title")
+    engine = SemEngine(llm)
+    register_lm_functions(library, engine)
+    rows = execute_with_lm(library, sql, engine).rows
+    assert rows == [("Hamlet", "William Shakespeare"), ("One Hundred Years of Solitude", "Gabriel Garcia Marquez")]
+
+
+@pytest.mark.parametrize("source, error", [("author.nickname", "is not a column"), ("author", "'table.column'")])
+def test_lm_choose_names_a_real_column_of_options(library, source, error):
+    llm = _planner_llm({}, {}, [])
+    engine = SemEngine(llm)
+    register_lm_functions(library, engine)
+    with pytest.raises(TagqlError, match=error):
+        execute_with_lm(library, f"SELECT LM_CHOOSE('the author of {{title}}', title, '{source}') FROM book", engine)
+    assert not llm.prompts  # no LM call before the error
+
+
+def test_without_the_setting_the_error_goes_back_to_the_model(library):
+    wrote = {"sql": "SELECT COUNT(*) FROM book AS T1 JOIN author AS T2 ON T1.author_id = T2.id", "operators": []}
+    llm = _planner_llm(wrote, {}, [])
+    with pytest.raises(PlanError, match="author_id"):
+        Planner(library, llm, SemEngine(llm), unplaced_columns_to_lm=False).make("How many books have an author?")
