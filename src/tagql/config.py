@@ -169,7 +169,9 @@ class TagSettings(BaseModel):
     # pool (docs/tag.md: dev 0.25 -> 0.33, test 0.00 -> 0.00, so off)
     map_invented_columns: bool = False
     # the same after validation, for a column no table of the plan's query has and no join repair can add
-    # (``nationality`` on circuits; tag/plan.py Planner._validated), instead of asking the model again
+    # (``nationality`` on circuits; tag/plan.py Planner._validated), instead of asking the model again; and a
+    # join over a key the database does not have becomes LM_CHOOSE among the far table's stored names
+    # (tag/plan.py orphaned_joins)
     unplaced_columns_to_lm: bool = True
     # cheap-first filter cascade (embedding proxy + LM-labelled sample, bench/tag/cascade.py: 2.3x fewer LM
     # calls at equal accuracy): "on" = every filter of >= cascade_min_inputs distinct inputs, "auto" = only a

@@ -171,3 +171,20 @@ def test_disk_states_are_readable_by_their_owner_only(tmp_path) -> None:
     assert disk.load(prefix[:10]) is None  # too short to be worth a file
     disk.forget(prefix)
     assert disk.load(prefix) is None
+
+
+def test_forgetting_the_last_prompt_keeps_the_prefixes_and_the_output() -> None:
+    """``forget_last_prompt`` (the latency bench's reset between two runs of one question): the next call
+    evaluates the question again after its stored prefix, finds the prefix, and writes the same text."""
+    llm = _llm()
+    messages = _messages("heroes", "How many superheroes are there?")
+    first = llm.complete(messages, max_tokens=40)
+    evaluated = llm._llama.n_tokens
+    assert evaluated > 0
+    llm.forget_last_prompt()
+    assert llm._llama.n_tokens == 0
+    hits = llm._prefixes.hits
+    again = llm.complete(messages, max_tokens=40)
+    assert again.text == first.text
+    assert llm._prefixes.hits == hits + 1  # the schema prefix was reused, not evaluated anew
+    assert len(llm._prefixes._slots) + len(llm._prefixes._cold) == 1

@@ -317,8 +317,9 @@ def orphaned_joins(plan: Plan, db: Database) -> list[str]:
     the 1.5B model turned "car makers from Germany" into "{Maker} is a German-speaking country"). The
     same key looked up in a subquery (``publisher_id = (SELECT id FROM publisher WHERE ...)``) is read as
     that join first. The pool's hidden keys are such links (car_1's ``car_makers.Country``, superhero's
-    ``publisher_id``); given the error, the 1.5B model wrote the same join again. Only a top-level SELECT
-    whose sources are all tables; returns ``old -> new`` notes."""
+    ``publisher_id``); given the error, the 1.5B model wrote the same join again. A join between tables
+    that declared keys link another way is a wrong join, not a lost key: left to validation's hint. Only a
+    top-level SELECT whose sources are all tables; returns ``old -> new`` notes."""
     from sqlglot import exp
 
     tree = _parse(plan.sql, db, db.dialect)
@@ -377,6 +378,9 @@ def orphaned_joins(plan: Plan, db: Database) -> list[str]:
                 orphan, near, far = cond, (b if has_a else a), (a if has_a else b)
     if orphan is None or near is None or far is None:
         return []
+    links = _key_links(db)
+    if links and aliases[far].name.lower() in _reachable({aliases[near].name.lower()}, links):
+        return []  # keys link the two tables another way: a wrong join, which validation's hint names
     chosen = _chosen_link(select, orphan, (written[near], aliases[near]), (written[far], aliases[far]), db)
     if chosen:
         plan.sql = tree.sql(dialect=db.dialect)
@@ -539,23 +543,34 @@ def unjoinable(column: str, sql: str, db: Database) -> bool:
     from sqlglot import exp
 
     tables = {t.name.lower(): t for t in db.schema.tables}
-    links: dict[str, set[str]] = {}
-    for t in db.schema.tables:
-        for fk in t.foreign_keys:
-            links.setdefault(t.name.lower(), set()).add(fk.ref_table.lower())
-            links.setdefault(fk.ref_table.lower(), set()).add(t.name.lower())
+    links = _key_links(db)
     owners = {name for name, t in tables.items() if t.column(column) is not None}
     tree = _parse(sql, db, db.dialect)
     used = {t.name.lower() for t in tree.find_all(exp.Table)} & set(tables) if tree is not None else set()
     if not links or not owners or not used or owners & used:
         return False
-    seen, todo = set(used), list(used)
+    return not owners & _reachable(used, links)
+
+
+def _key_links(db: Database) -> dict[str, set[str]]:
+    """Tables (lower case) linked by a declared foreign key, in both directions."""
+    links: dict[str, set[str]] = {}
+    for t in db.schema.tables:
+        for fk in t.foreign_keys:
+            links.setdefault(t.name.lower(), set()).add(fk.ref_table.lower())
+            links.setdefault(fk.ref_table.lower(), set()).add(t.name.lower())
+    return links
+
+
+def _reachable(start: set[str], links: dict[str, set[str]]) -> set[str]:
+    """Every table a chain of keys leads to from ``start`` (``start`` included)."""
+    seen, todo = set(start), list(start)
     while todo:
         for other in links.get(todo.pop(), ()):
             if other not in seen:
                 seen.add(other)
                 todo.append(other)
-    return not owners & seen
+    return seen
 
 
 def _compared_constants(col: Any) -> tuple[list[str], bool]:
