@@ -15,7 +15,7 @@ from tagql.llm.scripted import ScriptedLLM
 from tagql.tag.operators import SemEngine
 from tagql.errors import TagqlError
 from tagql.tag import udf
-from tagql.tag.plan import Plan, PlanError, Planner, orphaned_joins, run_plan, unjoinable
+from tagql.tag.plan import Plan, PlanError, Planner, guessed_links, orphaned_joins, run_plan, unjoinable
 from tagql.tag.udf import execute_with_lm, register_lm_functions
 
 BOOKS = {  # title -> author; the book table does not say who wrote it
@@ -60,6 +60,9 @@ CHOSEN = "a.name = LM_CHOOSE('the author of {title}', b.title, 'author.name')"
     # written from the far side, and with another condition in the same ON
     ("SELECT a.name, COUNT(*) FROM author AS a JOIN book AS b ON a.id = b.author_id AND b.pages > 50 GROUP BY a.id",
      f"SELECT a.name, COUNT(*) FROM author AS a JOIN book AS b ON {CHOSEN} AND b.pages > 50 GROUP BY a.id"),
+    # tables listed with commas, the key compared in WHERE
+    ("SELECT COUNT(*) FROM book AS b, author AS a WHERE b.author_id = a.id AND a.name = 'Hamlet'",
+     f"SELECT COUNT(*) FROM book AS b CROSS JOIN author AS a WHERE {CHOSEN} AND a.name = 'Hamlet'"),
     # a lookup of the key in a subquery: read as the join first
     ("SELECT title FROM book WHERE author_id IN (SELECT id FROM author WHERE name = 'William Shakespeare')",
      "SELECT title FROM book JOIN author AS author ON author.name = LM_CHOOSE('the author of {title}', book.title, "
@@ -125,6 +128,20 @@ def test_queries_without_a_lost_key_are_left_alone(library, sql):
     plan = Plan(sql)
     assert orphaned_joins(plan, library) == []
     assert plan.sql == sql
+
+
+def test_a_guessed_value_stored_in_an_unlinked_table_joins_it_by_a_choice(library):
+    """``title = 'Colombia'``: the model guessed the nation among the titles; 'Colombia' is stored in
+    nation.name, which no key links to book, so the question is about that lost link."""
+    plan = Plan("SELECT COUNT(*) FROM book WHERE title IN ('colombia', 'Spain')")
+    notes = guessed_links(plan, library, "How many books are from Colombia or Spain?")
+    assert plan.sql == ("SELECT COUNT(*) FROM book JOIN nation AS nation ON nation.name = LM_CHOOSE('the nation of "
+                        "{title}', book.title, 'nation.name') WHERE nation.name IN ('Colombia', 'Spain')")
+    assert notes and "no key links book to it" in notes[0]
+    for sql in ["SELECT COUNT(*) FROM book WHERE title = 'Atlantis'",  # stored nowhere: left to the filters
+                "SELECT COUNT(*) FROM shelf WHERE label = 'Hamlet'"]:  # stored in book, which shelf's key reaches
+        plan = Plan(sql)
+        assert guessed_links(plan, library, "How many?") == [] and plan.sql == sql
 
 
 def test_unjoinable_means_no_declared_key_reaches_the_column(library):

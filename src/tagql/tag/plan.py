@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tagql.db.connection import Database, Result
-from tagql.db.repair import Comparison, compared_strings, string_comparisons
+from tagql.db.repair import Comparison, compared_strings, holds_text, string_comparisons
 from tagql.db.safety import fix_sqlite_double_quoted_strings
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, TagqlError, UnsafeQuery
 from tagql.knowledge import ScoredStatement
@@ -366,16 +366,19 @@ def orphaned_joins(plan: Plan, db: Database) -> list[str]:
     near: str | None = None
     far: str | None = None
     edges: list[tuple[str, str]] = []
-    for node in joins:
-        for cond in conjuncts(node.args.get("on")):
-            found = link(cond)
-            if found is None:
-                continue
-            a, b, has_a, has_b = found
-            if has_a and has_b:
-                edges.append((a, b))
-            elif orphan is None and has_a != has_b:
-                orphan, near, far = cond, (b if has_a else a), (a if has_a else b)
+    where = select.args.get("where")
+    # ON conditions, then the WHERE's (``FROM city AS T1, country AS T2 WHERE T1.country_id = ...``)
+    conditions = [c for node in joins for c in conjuncts(node.args.get("on"))]
+    in_where = conjuncts(where.this) if where is not None else []
+    for cond in conditions + in_where:
+        found = link(cond)
+        if found is None:
+            continue
+        a, b, has_a, has_b = found
+        if has_a and has_b:
+            edges.append((a, b))
+        elif orphan is None and has_a != has_b:
+            orphan, near, far = cond, (b if has_a else a), (a if has_a else b)
     if orphan is None or near is None or far is None:
         return []
     links = _key_links(db)
@@ -385,6 +388,8 @@ def orphaned_joins(plan: Plan, db: Database) -> list[str]:
     if chosen:
         plan.sql = tree.sql(dialect=db.dialect)
         return [*looked_up, chosen]
+    if any(orphan is c for c in in_where):
+        return []  # dropping a comma-listed table is not done: the error goes back to the model
     kept, todo = {near}, [near]
     while todo:  # the tables still joined to the near side without the lost key
         here = todo.pop()
@@ -484,6 +489,92 @@ def _chosen_link(select: Any, orphan: Any, near: tuple[str, Any], far: tuple[str
             f"have: the LM chooses among the {n} stored {far_t.name}.{naming.name})")
     orphan.replace(link)
     return note
+
+
+def guessed_links(plan: Plan, db: Database, question: str) -> list[str]:
+    """A guessed comparison whose constant the database stores in a table no declared key links to the
+    compared column's table (``Maker = 'Japan'`` on car makers, with 'japan' in ``countries.CountryName``
+    and the maker's country key gone): the question is about that lost link, so it is re-derived as in
+    :func:`orphaned_joins` -- ``JOIN countries ON countries.CountryName = LM_CHOOSE('the country of
+    {FullName}', car_makers.FullName, 'countries.CountryName')`` -- and the comparison is made on the
+    stored name (``countries.CountryName = 'japan'``). Without it the guess became a yes/no filter on a
+    statement the 1.5B model wrote ("{Maker} is a German-speaking country" for makers from Germany), and it
+    said yes to 11 of 22 makers for "Japanese". Returns ``old -> new`` notes."""
+    from sqlglot import exp
+
+    from tagql.tag.udf import CHOICES_MAX
+
+    tree = _parse(plan.sql, db, db.dialect)
+    select = tree if isinstance(tree, exp.Select) else None
+    links = _key_links(db)
+    if select is None or not links:
+        return []
+    sources = [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]
+    written = {n.this.name.lower(): n.this.alias_or_name for n in sources
+               if n is not None and isinstance(n.this, exp.Table)}
+    ids = identifier_columns(db)
+    q = db.schema.quote
+    notes = []
+    for c in _guesses(tree, db, question):
+        near = db.schema.table(c.table)
+        if near is None or near.name.lower() not in written or c.node.find_ancestor(exp.Select) is not select:
+            continue
+        reach = _reachable({near.name.lower()}, links)
+        values = [re.sub(r"^%|%$", "", v).strip() for v in c.values]
+        found = None
+        for far in db.schema.tables:
+            if far.name.lower() in reach or far.name.lower() in written:
+                continue
+            for col in far.columns:
+                if col.name.lower() in ids or not holds_text(col):
+                    continue
+                stored = []
+                for v in values:
+                    try:
+                        hit = db.execute(f"SELECT {q(col.name)} FROM {q(far.name)} WHERE LOWER({q(col.name)}) = "
+                                         f"LOWER({exp.Literal.string(v).sql(dialect=db.dialect)}) LIMIT 1",
+                                         timeout_s=2.0, row_cap=1).rows
+                    except TagqlError:
+                        hit = []
+                    if not hit:
+                        break
+                    stored.append(str(hit[0][0]))
+                if len(stored) == len(values):
+                    found = (far, col, stored)
+                    break
+            if found:
+                break
+        if found is None:
+            continue
+        far, col, stored = found
+        subject = _naming_column(near, ids, set())
+        try:
+            n = db.execute(f"SELECT COUNT(DISTINCT {q(col.name)}) FROM {q(far.name)}").rows[0][0]
+        except TagqlError:
+            continue
+        if subject is None or not n or n > CHOICES_MAX:
+            continue
+        alias = far.name
+        while alias.lower() in {w.lower() for w in written.values()} or alias.lower() in written:
+            alias += "_1"
+        written[far.name.lower()] = alias
+        call = exp.Anonymous(this="LM_CHOOSE", expressions=[
+            exp.Literal.string(f"the {_noun(far.name)} of {{{subject.name}}}"),
+            exp.column(subject.name, table=written[near.name.lower()]), exp.Literal.string(f"{far.name}.{col.name}")])
+        target = exp.column(col.name, table=alias)
+        select.join(exp.Table(this=exp.to_identifier(far.name), alias=exp.TableAlias(this=exp.to_identifier(alias))),
+                    on=exp.EQ(this=target.copy(), expression=call), copy=False)
+        new = exp.EQ(this=target.copy(), expression=exp.Literal.string(stored[0])) if len(stored) == 1 else \
+            exp.In(this=target.copy(), expressions=[exp.Literal.string(v) for v in stored])
+        if c.node.args.get("negate") or isinstance(c.node.parent, exp.Not):
+            new = exp.Not(this=new)
+        old = c.node.parent if isinstance(c.node.parent, exp.Not) else c.node
+        notes.append(f"{old.sql(dialect=db.dialect)} -> {new.sql(dialect=db.dialect)}, joining {far.name} by "
+                     f"LM_CHOOSE among its {n} stored {col.name} (no key links {near.name} to it)")
+        old.replace(new)
+    if notes:
+        plan.sql = tree.sql(dialect=db.dialect)
+    return notes
 
 
 def _lookups_as_joins(select: Any, db: Database) -> list[str]:
@@ -1051,6 +1142,10 @@ class Planner:
                 # read in the SQL that runs (``expense`` + ``budget.category`` only has an owner after it)
                 sql = self._validated(plan, question, attempts)
                 if hybrid:
+                    linked = guessed_links(plan, self.db, question) if self.unplaced_columns_to_lm else []
+                    if linked:
+                        attempts.append({"guesses_to_lost_links": linked})
+                        sql = self._validated(plan, question, attempts)
                     converted = self.guesses_to_filters(plan, question, statements)
                     if converted:
                         attempts.append({"guesses_to_lm_filter": converted})
