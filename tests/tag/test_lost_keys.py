@@ -15,7 +15,8 @@ from tagql.llm.scripted import ScriptedLLM
 from tagql.tag.operators import SemEngine
 from tagql.errors import TagqlError
 from tagql.tag import udf
-from tagql.tag.plan import Plan, PlanError, Planner, guessed_links, orphaned_joins, run_plan, unjoinable
+from tagql.tag.plan import (Plan, PlanError, Planner, guessed_links, inline_self_subqueries, orphaned_joins, run_plan,
+                            unjoinable)
 from tagql.tag.udf import execute_with_lm, register_lm_functions
 
 BOOKS = {  # title -> author; the book table does not say who wrote it
@@ -142,6 +143,34 @@ def test_a_guessed_value_stored_in_an_unlinked_table_joins_it_by_a_choice(librar
                 "SELECT COUNT(*) FROM shelf WHERE label = 'Hamlet'"]:  # stored in book, which shelf's key reaches
         plan = Plan(sql)
         assert guessed_links(plan, library, "How many?") == [] and plan.sql == sql
+
+
+def test_a_made_up_column_named_like_an_unlinked_tables_column_joins_it_by_a_choice(library):
+    """After validation rejected ``name`` on book: author.name stores the constant, and no key links book
+    to author, so the comparison is the lost link."""
+    plan = Plan("SELECT title FROM book WHERE name <> 'william shakespeare'")
+    assert guessed_links(plan, library, "", unplaced=True)
+    assert plan.sql == ("SELECT title FROM book JOIN author AS author ON author.name = LM_CHOOSE('the author of "
+                        "{title}', book.title, 'author.name') WHERE NOT author.name = 'William Shakespeare'")
+    plan = Plan("SELECT title FROM book WHERE genre = 'Drama'")  # no table has a genre column
+    assert guessed_links(plan, library, "", unplaced=True) == [] and plan.sql.endswith("genre = 'Drama'")
+
+
+@pytest.mark.parametrize("sql, expected", [
+    ("SELECT COUNT(*) FROM book WHERE title IN (SELECT title FROM book WHERE genre = 'Drama')",
+     "SELECT COUNT(*) FROM book WHERE genre = 'Drama'"),
+    ("SELECT COUNT(*) FROM book AS b WHERE b.id IN (SELECT x.id FROM book AS x WHERE x.pages > 1 OR x.genre = 'D') "
+     "AND b.pages < 900",
+     "SELECT COUNT(*) FROM book AS b WHERE (b.pages > 1 OR b.genre = 'D') AND b.pages < 900"),
+    # left alone: another table, another column, a subquery that groups, a query with joins
+    ("SELECT COUNT(*) FROM book WHERE id IN (SELECT book_id FROM shelf WHERE label = 'A')", None),
+    ("SELECT COUNT(*) FROM book WHERE id IN (SELECT pages FROM book WHERE pages > 1)", None),
+    ("SELECT COUNT(*) FROM book WHERE id IN (SELECT id FROM book GROUP BY id HAVING COUNT(*) > 1)", None),
+])
+def test_a_subquery_over_the_same_table_and_column_is_its_condition(library, sql, expected):
+    plan = Plan(sql)
+    notes = inline_self_subqueries(plan, library)
+    assert plan.sql == (expected or sql) and bool(notes) == (expected is not None)
 
 
 def test_unjoinable_means_no_declared_key_reaches_the_column(library):

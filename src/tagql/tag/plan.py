@@ -491,7 +491,7 @@ def _chosen_link(select: Any, orphan: Any, near: tuple[str, Any], far: tuple[str
     return note
 
 
-def guessed_links(plan: Plan, db: Database, question: str) -> list[str]:
+def guessed_links(plan: Plan, db: Database, question: str, *, unplaced: bool = False) -> list[str]:
     """A guessed comparison whose constant the database stores in a table no declared key links to the
     compared column's table (``Maker = 'Japan'`` on car makers, with 'japan' in ``countries.CountryName``
     and the maker's country key gone): the question is about that lost link, so it is re-derived as in
@@ -499,10 +499,10 @@ def guessed_links(plan: Plan, db: Database, question: str) -> list[str]:
     {FullName}', car_makers.FullName, 'countries.CountryName')`` -- and the comparison is made on the
     stored name (``countries.CountryName = 'japan'``). Without it the guess became a yes/no filter on a
     statement the 1.5B model wrote ("{Maker} is a German-speaking country" for makers from Germany), and it
-    said yes to 11 of 22 makers for "Japanese". Returns ``old -> new`` notes."""
+    said yes to 11 of 22 makers for "Japanese". ``unplaced=True`` is for after validation rejected a column
+    that no table of the query has: ``Continent = 'asia'`` on car makers is the same link when an unlinked
+    table has a ``Continent`` column storing 'asia'. Returns ``old -> new`` notes."""
     from sqlglot import exp
-
-    from tagql.tag.udf import CHOICES_MAX
 
     tree = _parse(plan.sql, db, db.dialect)
     select = tree if isinstance(tree, exp.Select) else None
@@ -512,66 +512,128 @@ def guessed_links(plan: Plan, db: Database, question: str) -> list[str]:
     sources = [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]
     written = {n.this.name.lower(): n.this.alias_or_name for n in sources
                if n is not None and isinstance(n.this, exp.Table)}
+    by_alias = {w.lower(): db.schema.table(t) for t, w in written.items()}
+    notes = []
+    if unplaced:  # (node, its column's table in the query, the column's name, the constants)
+        todo = []
+        for col in select.find_all(exp.Column):
+            values, _negated = _compared_constants(col)
+            owner = by_alias.get(col.table.lower()) if col.table else (
+                next(iter(by_alias.values())) if len(by_alias) == 1 else None)
+            if values and owner is not None and owner.column(col.name) is None \
+                    and col.find_ancestor(exp.Select) is select:
+                todo.append((col.parent, owner, col.name, values))
+    else:
+        todo = [(c.node, db.schema.table(c.table), None, c.values) for c in _guesses(tree, db, question)
+                if c.node.find_ancestor(exp.Select) is select]
+    for node, near, named, values in todo:
+        if near is None or near.name.lower() not in written:
+            continue
+        note = _choice_join(select, node, near, named, [re.sub(r"^%|%$", "", v).strip() for v in values],
+                            written, links, db)
+        if note:
+            notes.append(note)
+    if notes:
+        plan.sql = tree.sql(dialect=db.dialect)
+    return notes
+
+
+def _choice_join(select: Any, node: Any, near: Any, named: str | None, values: list[str], written: dict[str, str],
+                 links: dict[str, set[str]], db: Database) -> str:
+    """:func:`guessed_links` for one comparison ``node`` on table ``near``: find a text column (called
+    ``named`` when given) of a table keys do not link to ``near`` that stores every value (up to case),
+    join that table by ``LM_CHOOSE`` among its stored values, and compare the stored spellings instead.
+    Returns the note, or "" (nothing changed)."""
+    from sqlglot import exp
+
+    from tagql.tag.udf import CHOICES_MAX
+
     ids = identifier_columns(db)
     q = db.schema.quote
-    notes = []
-    for c in _guesses(tree, db, question):
-        near = db.schema.table(c.table)
-        if near is None or near.name.lower() not in written or c.node.find_ancestor(exp.Select) is not select:
+    reach = _reachable({near.name.lower()}, links)
+    found = None
+    for far in db.schema.tables:
+        if far.name.lower() in reach or far.name.lower() in written:
             continue
-        reach = _reachable({near.name.lower()}, links)
-        values = [re.sub(r"^%|%$", "", v).strip() for v in c.values]
-        found = None
-        for far in db.schema.tables:
-            if far.name.lower() in reach or far.name.lower() in written:
+        for col in far.columns:
+            if col.name.lower() in ids or not holds_text(col) or (named and col.name.lower() != named.lower()):
                 continue
-            for col in far.columns:
-                if col.name.lower() in ids or not holds_text(col):
-                    continue
-                stored = []
-                for v in values:
-                    try:
-                        hit = db.execute(f"SELECT {q(col.name)} FROM {q(far.name)} WHERE LOWER({q(col.name)}) = "
-                                         f"LOWER({exp.Literal.string(v).sql(dialect=db.dialect)}) LIMIT 1",
-                                         timeout_s=2.0, row_cap=1).rows
-                    except TagqlError:
-                        hit = []
-                    if not hit:
-                        break
-                    stored.append(str(hit[0][0]))
-                if len(stored) == len(values):
-                    found = (far, col, stored)
+            stored = []
+            for v in values:
+                try:
+                    hit = db.execute(f"SELECT {q(col.name)} FROM {q(far.name)} WHERE LOWER({q(col.name)}) = "
+                                     f"LOWER({exp.Literal.string(v).sql(dialect=db.dialect)}) LIMIT 1",
+                                     timeout_s=2.0, row_cap=1).rows
+                except TagqlError:
+                    hit = []
+                if not hit:
                     break
-            if found:
+                stored.append(str(hit[0][0]))
+            if len(stored) == len(values):
+                found = (far, col, stored)
                 break
-        if found is None:
+        if found:
+            break
+    if found is None:
+        return ""
+    far, col, stored = found
+    subject = _naming_column(near, ids, set())
+    try:
+        n = db.execute(f"SELECT COUNT(DISTINCT {q(col.name)}) FROM {q(far.name)}").rows[0][0]
+    except TagqlError:
+        return ""
+    if subject is None or not n or n > CHOICES_MAX:
+        return ""
+    alias = far.name
+    while alias.lower() in {w.lower() for w in written.values()} or alias.lower() in written:
+        alias += "_1"
+    written[far.name.lower()] = alias
+    call = exp.Anonymous(this="LM_CHOOSE", expressions=[
+        exp.Literal.string(f"the {_noun(far.name)} of {{{subject.name}}}"),
+        exp.column(subject.name, table=written[near.name.lower()]), exp.Literal.string(f"{far.name}.{col.name}")])
+    target = exp.column(col.name, table=alias)
+    select.join(exp.Table(this=exp.to_identifier(far.name), alias=exp.TableAlias(this=exp.to_identifier(alias))),
+                on=exp.EQ(this=target.copy(), expression=call), copy=False)
+    new: Any = exp.EQ(this=target.copy(), expression=exp.Literal.string(stored[0])) if len(stored) == 1 else \
+        exp.In(this=target.copy(), expressions=[exp.Literal.string(v) for v in stored])
+    if node.args.get("negate") or isinstance(node, exp.NEQ) or isinstance(node.parent, exp.Not):
+        new = exp.Not(this=new)
+    old = node.parent if isinstance(node.parent, exp.Not) else node
+    note = (f"{old.sql(dialect=db.dialect)} -> {new.sql(dialect=db.dialect)}, joining {far.name} by LM_CHOOSE "
+            f"among its {n} stored {col.name} (no key links {near.name} to it)")
+    old.replace(new)
+    return note
+
+
+def inline_self_subqueries(plan: Plan, db: Database) -> list[str]:
+    """``WHERE Maker IN (SELECT Maker FROM car_makers WHERE cond)`` in a query on ``car_makers`` alone is
+    ``WHERE cond``: the 1.5B model wraps conditions so, and a made-up column inside the subquery is out of
+    reach of the rewrites that make it a fact (they work on the query's own scope). Returns notes."""
+    from sqlglot import exp
+
+    tree = _parse(plan.sql, db, db.dialect)
+    select = tree if isinstance(tree, exp.Select) else None
+    source = (select.args.get("from_") or select.args.get("from")) if select is not None else None
+    if select is None or source is None or not isinstance(source.this, exp.Table) or select.args.get("joins"):
+        return []
+    outer = source.this
+    notes = []
+    for node in list(select.find_all(exp.In)):
+        query = node.args.get("query")
+        inner = query.this if query is not None else None
+        inner_from = (inner.args.get("from_") or inner.args.get("from")) if isinstance(inner, exp.Select) else None
+        if inner_from is None or not isinstance(inner_from.this, exp.Table) or node.find_ancestor(exp.Select) \
+                is not select or inner_from.this.name.lower() != outer.name.lower() or not isinstance(node.this, exp.Column) \
+                or len(inner.expressions) != 1 or not isinstance(inner.expressions[0], exp.Column) \
+                or inner.expressions[0].name.lower() != node.this.name.lower() or inner.args.get("where") is None \
+                or any(inner.args.get(k) for k in ("joins", "group", "having", "limit", "order")):
             continue
-        far, col, stored = found
-        subject = _naming_column(near, ids, set())
-        try:
-            n = db.execute(f"SELECT COUNT(DISTINCT {q(col.name)}) FROM {q(far.name)}").rows[0][0]
-        except TagqlError:
-            continue
-        if subject is None or not n or n > CHOICES_MAX:
-            continue
-        alias = far.name
-        while alias.lower() in {w.lower() for w in written.values()} or alias.lower() in written:
-            alias += "_1"
-        written[far.name.lower()] = alias
-        call = exp.Anonymous(this="LM_CHOOSE", expressions=[
-            exp.Literal.string(f"the {_noun(far.name)} of {{{subject.name}}}"),
-            exp.column(subject.name, table=written[near.name.lower()]), exp.Literal.string(f"{far.name}.{col.name}")])
-        target = exp.column(col.name, table=alias)
-        select.join(exp.Table(this=exp.to_identifier(far.name), alias=exp.TableAlias(this=exp.to_identifier(alias))),
-                    on=exp.EQ(this=target.copy(), expression=call), copy=False)
-        new = exp.EQ(this=target.copy(), expression=exp.Literal.string(stored[0])) if len(stored) == 1 else \
-            exp.In(this=target.copy(), expressions=[exp.Literal.string(v) for v in stored])
-        if c.node.args.get("negate") or isinstance(c.node.parent, exp.Not):
-            new = exp.Not(this=new)
-        old = c.node.parent if isinstance(c.node.parent, exp.Not) else c.node
-        notes.append(f"{old.sql(dialect=db.dialect)} -> {new.sql(dialect=db.dialect)}, joining {far.name} by "
-                     f"LM_CHOOSE among its {n} stored {col.name} (no key links {near.name} to it)")
-        old.replace(new)
+        cond = inner.args["where"].this.copy()
+        for col in cond.find_all(exp.Column):
+            if not col.table or col.table.lower() == inner_from.this.alias_or_name.lower():
+                col.set("table", exp.to_identifier(outer.alias_or_name) if outer.alias or col.table else None)
+        notes.append(f"{node.sql(dialect=db.dialect)} -> {cond.sql(dialect=db.dialect)}")
+        node.replace(exp.Paren(this=cond) if isinstance(cond, exp.Or) else cond)
     if notes:
         plan.sql = tree.sql(dialect=db.dialect)
     return notes
@@ -1198,9 +1260,23 @@ class Planner:
         except PlanError as exc:
             if not (self.unplaced_columns_to_lm and exc.missing_column):
                 raise
+            inlined = inline_self_subqueries(plan, self.db)
+            if inlined:  # a made-up column inside ``X IN (SELECT X FROM same table WHERE ...)``
+                attempts.append({"inlined_subqueries": inlined})
+                try:
+                    return validate_plan(plan, self.db, self.engine, hybrid=self.hybrid, question=question)[0]
+                except PlanError as again:
+                    if not again.missing_column:
+                        raise
+                    exc = again
+            assert exc.missing_column is not None
             lost = orphaned_joins(plan, self.db)
+            linked = [] if lost or not unjoinable(exc.missing_column, plan.sql, self.db) else \
+                guessed_links(plan, self.db, question, unplaced=True)
             if lost:
                 attempts.append({"lost_key_to_lm": lost})
+            elif linked:
+                attempts.append({"unplaced_to_lost_links": linked})
             elif self.hybrid or unjoinable(exc.missing_column, plan.sql, self.db):
                 facts = invented_fact_columns(plan, self.db, unplaced=True, criterion=criterion)
                 if not facts:
