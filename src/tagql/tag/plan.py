@@ -308,14 +308,16 @@ def _noun(table_name: str) -> str:
 def orphaned_joins(plan: Plan, db: Database) -> list[str]:
     """A join over a key that the database does not have (``city JOIN country ON city.country_id =
     country.country_id`` where ``city`` has no ``country_id``): the link from the asked rows to the joined
-    table is knowledge the database does not hold, so no repair can make the join. The joined table -- and
-    whatever hangs only off it (``countries`` -> ``continents``) -- is dropped, and what the query asked of
-    it becomes a fact the LM gives about the row on the near side of the lost key, named by its naming
-    column: ``country.country = 'Japan'`` -> ``LM_FILTER('the country of {city} is Japan', city)``, a
-    selected or grouped ``country.country`` (or its key) -> ``LM_MAP('the country of {city}', city)``. The
-    fact is the link the schema names, so the statement is stated from it, not asked of the model (asked,
-    the 1.5B model turned "car makers from Germany" into "{Maker} is a German-speaking country"). The
-    same key looked up in a subquery (``publisher_id = (SELECT id FROM publisher WHERE ...)``) is read as
+    table is knowledge the database does not hold, so no repair can make the join. First choice: the LM
+    re-derives the link among the names the far table stores (:func:`_chosen_link`, ``LM_CHOOSE``), and
+    the rest of the query runs as written. When the far table has no naming column or too many names, the
+    joined table -- and whatever hangs only off it (``countries`` -> ``continents``) -- is dropped, and
+    what the query asked of it becomes a fact the LM gives about the row on the near side of the lost key,
+    named by its naming column: ``country.country = 'Japan'`` -> ``LM_FILTER('the country of {city} is
+    Japan', city)``, a selected or grouped ``country.country`` (or its key) -> ``LM_MAP('the country of
+    {city}', city)``. The fact is the link the schema names, so the statement is stated from it, not asked
+    of the model (asked, the 1.5B model turned "car makers from Germany" into "{Maker} is a German-speaking
+    country"). The same key looked up in a subquery (``publisher_id = (SELECT id FROM publisher WHERE ...)``) is read as
     that join first. The pool's hidden keys are such links (car_1's ``car_makers.Country``, superhero's
     ``publisher_id``); given the error, the 1.5B model wrote the same join again. A join between tables
     that declared keys link another way is a wrong join, not a lost key: left to validation's hint. Only a
