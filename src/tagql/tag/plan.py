@@ -1250,10 +1250,13 @@ class Planner:
         raise last
 
     def _validated(self, plan: Plan, question: str, attempts: list[dict[str, Any]]) -> str:
-        """The plan's SQL as it will run (:func:`validate_plan`). For a question that needs the LM, a column
-        that no table of the query has and validation could not join becomes a fact the LM gives
-        (:func:`invented_fact_columns` with ``unplaced``) before the model is asked again: shown the error and
-        the hint, the 1.5B model wrote the same plan again word for word (pool dev questions 311, 319)."""
+        """The plan's SQL as it will run (:func:`validate_plan`). A column validation rejects is tried, in
+        order, as: a made-up column inside a self-subquery (:func:`inline_self_subqueries`), a key the
+        database lost (:func:`orphaned_joins`), a column of a table no key reaches that stores the compared
+        value (:func:`guessed_links`), and -- for a question that needs the LM, or one only unlinked tables
+        hold -- a fact the LM gives (:func:`invented_fact_columns` with ``unplaced``), before the model is
+        asked again: shown the error and the hint, the 1.5B model wrote the same plan again word for word
+        (pool dev questions 311, 319)."""
         def criterion(column: str, table: str) -> str:
             return self.criterion(question, column, table)
 
@@ -1273,13 +1276,13 @@ class Planner:
                     exc = again
             assert exc.missing_column is not None
             lost = orphaned_joins(plan, self.db)
-            linked = [] if lost or not unjoinable(exc.missing_column, plan.sql, self.db) else \
-                guessed_links(plan, self.db, question, unplaced=True)
+            unlinked = not lost and unjoinable(exc.missing_column, plan.sql, self.db)
+            linked = guessed_links(plan, self.db, question, unplaced=True) if unlinked else []
             if lost:
                 attempts.append({"lost_key_to_lm": lost})
             elif linked:
                 attempts.append({"unplaced_to_lost_links": linked})
-            elif self.hybrid or unjoinable(exc.missing_column, plan.sql, self.db):
+            elif self.hybrid or unlinked:
                 facts = invented_fact_columns(plan, self.db, unplaced=True, criterion=criterion)
                 if not facts:
                     raise
