@@ -181,10 +181,11 @@ def test_forgetting_the_last_prompt_keeps_the_prefixes_and_the_output() -> None:
     first = llm.complete(messages, max_tokens=40)
     evaluated = llm._llama.n_tokens
     assert evaluated > 0
+    stored = (list(llm._prefixes._slots), list(llm._prefixes._cold))
     llm.forget_last_prompt()
     assert llm._llama.n_tokens == 0
+    assert (list(llm._prefixes._slots), list(llm._prefixes._cold)) == stored  # the prefixes are kept
     hits = llm._prefixes.hits
     again = llm.complete(messages, max_tokens=40)
     assert again.text == first.text
     assert llm._prefixes.hits == hits + 1  # the schema prefix was reused, not evaluated anew
-    assert len(llm._prefixes._slots) + len(llm._prefixes._cold) == 1
