@@ -466,31 +466,42 @@ def _chosen_link(select: Any, orphan: Any, near: tuple[str, Any], far: tuple[str
     drops the far side and asks facts instead)."""
     from sqlglot import exp
 
-    from tagql.tag.udf import CHOICES_MAX
-
     ids = identifier_columns(db)
     (near_q, near_t), (far_q, far_t) = near, far
     naming = _naming_column(far_t, ids, set())
     selected = {c.name.lower() for e in select.expressions for c in e.find_all(exp.Column)
                 if (c.table or "").lower() == near_q.lower()}
     subject = _naming_column(near_t, ids, selected)
-    if naming is None or subject is None:
+    chosen = _choose_call(far_t, naming, subject, near_q, db) if naming is not None and subject is not None else None
+    if chosen is None:
         return ""
-    q = db.schema.quote
-    try:
-        n = db.execute(f"SELECT COUNT(DISTINCT {q(naming.name)}) FROM {q(far_t.name)}").rows[0][0]
-    except TagqlError:
-        return ""
-    if not n or n > CHOICES_MAX:
-        return ""
-    call = exp.Anonymous(this="LM_CHOOSE", expressions=[
-        exp.Literal.string(f"the {_noun(far_t.name)} of {{{subject.name}}}"), exp.column(subject.name, table=near_q),
-        exp.Literal.string(f"{far_t.name}.{naming.name}")])
+    call, n = chosen
     link = exp.EQ(this=exp.column(naming.name, table=far_q), expression=call)
     note = (f"{orphan.sql(dialect=db.dialect)} -> {link.sql(dialect=db.dialect)} (a key the database does not "
             f"have: the LM chooses among the {n} stored {far_t.name}.{naming.name})")
     orphan.replace(link)
     return note
+
+
+def _choose_call(far: Any, column: Any, subject: Any, near_qualifier: str, db: Database) -> tuple[Any, int] | None:
+    """``LM_CHOOSE('the <far> of {subject}', near.subject, 'far.column')`` and how many names it chooses
+    among; None when the column stores none or more than ``udf.CHOICES_MAX`` (shared by the lost-key join
+    and the guessed links)."""
+    from sqlglot import exp
+
+    from tagql.tag.udf import CHOICES_MAX
+
+    q = db.schema.quote
+    try:
+        n = db.execute(f"SELECT COUNT(DISTINCT {q(column.name)}) FROM {q(far.name)}").rows[0][0]
+    except TagqlError:
+        return None
+    if not n or n > CHOICES_MAX:
+        return None
+    call = exp.Anonymous(this="LM_CHOOSE", expressions=[
+        exp.Literal.string(f"the {_noun(far.name)} of {{{subject.name}}}"),
+        exp.column(subject.name, table=near_qualifier), exp.Literal.string(f"{far.name}.{column.name}")])
+    return call, int(n)
 
 
 def guessed_links(plan: Plan, db: Database, question: str, *, unplaced: bool = False) -> list[str]:
@@ -548,8 +559,6 @@ def _choice_join(select: Any, node: Any, near: Any, named: str | None, values: l
     Returns the note, or "" (nothing changed)."""
     from sqlglot import exp
 
-    from tagql.tag.udf import CHOICES_MAX
-
     ids = identifier_columns(db)
     q = db.schema.quote
     reach = _reachable({near.name.lower()}, links)
@@ -580,19 +589,14 @@ def _choice_join(select: Any, node: Any, near: Any, named: str | None, values: l
         return ""
     far, col, stored = found
     subject = _naming_column(near, ids, set())
-    try:
-        n = db.execute(f"SELECT COUNT(DISTINCT {q(col.name)}) FROM {q(far.name)}").rows[0][0]
-    except TagqlError:
+    chosen = _choose_call(far, col, subject, written[near.name.lower()], db) if subject is not None else None
+    if chosen is None:
         return ""
-    if subject is None or not n or n > CHOICES_MAX:
-        return ""
+    call, n = chosen
     alias = far.name
     while alias.lower() in {w.lower() for w in written.values()} or alias.lower() in written:
         alias += "_1"
     written[far.name.lower()] = alias
-    call = exp.Anonymous(this="LM_CHOOSE", expressions=[
-        exp.Literal.string(f"the {_noun(far.name)} of {{{subject.name}}}"),
-        exp.column(subject.name, table=written[near.name.lower()]), exp.Literal.string(f"{far.name}.{col.name}")])
     target = exp.column(col.name, table=alias)
     select.join(exp.Table(this=exp.to_identifier(far.name), alias=exp.TableAlias(this=exp.to_identifier(alias))),
                 on=exp.EQ(this=target.copy(), expression=call), copy=False)
@@ -624,8 +628,9 @@ def inline_self_subqueries(plan: Plan, db: Database) -> list[str]:
         query = node.args.get("query")
         inner = query.this if query is not None else None
         inner_from = (inner.args.get("from_") or inner.args.get("from")) if isinstance(inner, exp.Select) else None
-        if inner_from is None or not isinstance(inner_from.this, exp.Table) or node.find_ancestor(exp.Select) \
-                is not select or inner_from.this.name.lower() != outer.name.lower() or not isinstance(node.this, exp.Column) \
+        if inner_from is None or not isinstance(inner_from.this, exp.Table) \
+                or node.find_ancestor(exp.Select) is not select or inner_from.this.name.lower() != outer.name.lower() \
+                or not isinstance(node.this, exp.Column) \
                 or len(inner.expressions) != 1 or not isinstance(inner.expressions[0], exp.Column) \
                 or inner.expressions[0].name.lower() != node.this.name.lower() or inner.args.get("where") is None \
                 or any(inner.args.get(k) for k in ("joins", "group", "having", "limit", "order")):
