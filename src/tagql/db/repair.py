@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from tagql.db.safety import equated_namesake
-from tagql.db.schema import Column, Schema, Table
+from tagql.db.schema import Column, KeyLink, Schema, Table, key_links
 from tagql.errors import TagqlError
 from tagql.text import LETTERS, stems
 
@@ -481,40 +481,14 @@ def _outer_has(select: exp.Select, schema: Schema, column: str, qualifier: str |
     return False
 
 
-@dataclass(frozen=True)
-class _Link:
-    """One foreign key, seen from ``a`` to ``b`` (``a_cols`` = ``b_cols``); ``up`` when ``a`` holds the key
-    (many rows of ``a`` to one of ``b``)."""
-
-    a: str
-    a_cols: tuple[str, ...]
-    b: str
-    b_cols: tuple[str, ...]
-    up: bool = True
-
-
-def _links(schema: Schema) -> dict[str, list[_Link]]:
-    """Foreign keys in both directions, by table (lower-case name)."""
-    out: dict[str, list[_Link]] = {}
-    for t in schema.tables:
-        for fk in t.foreign_keys:
-            ref = schema.table(fk.ref_table)
-            if ref is None or not fk.columns or len(fk.columns) != len(fk.ref_columns):
-                continue
-            fwd = _Link(t.name, tuple(fk.columns), ref.name, tuple(fk.ref_columns))
-            out.setdefault(t.name.lower(), []).append(fwd)
-            out.setdefault(ref.name.lower(), []).append(_Link(ref.name, fwd.b_cols, t.name, fwd.a_cols, up=False))
-    return out
-
-
 def _words(text: str) -> set[str]:
     return stems(text, LETTERS)
 
 
-def _paths(schema: Schema, start: set[str], goal: str, max_hops: int = 2) -> list[list[_Link]]:
+def _paths(schema: Schema, start: set[str], goal: str, max_hops: int = 2) -> list[list[KeyLink]]:
     """All shortest foreign-key paths from a table in ``start`` to ``goal`` (at most ``max_hops``)."""
-    links = _links(schema)
-    frontier: list[list[_Link]] = [[]]
+    links = key_links(schema)
+    frontier: list[list[KeyLink]] = [[]]
     for _ in range(max_hops):
         grown = []
         for path in frontier:
@@ -603,7 +577,7 @@ def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking
     name = col.name
     used = {s.table.name.lower() for s in sources}
     partner = eq.expression if eq.this is col else eq.this
-    candidates = [(schema.table(link.b), link) for link in _links(schema).get(lacking.table.name.lower(), [])]
+    candidates = [(schema.table(link.b), link) for link in key_links(schema).get(lacking.table.name.lower(), [])]
     candidates = [(t, link) for t, link in candidates
                   if t is not None and t.name.lower() not in used and t.column(name) is not None
                   and (not isinstance(partner, exp.Column) or partner.name.lower() == name.lower()
@@ -653,7 +627,7 @@ def _compared_source(col: exp.Column, sources: list[_Source]) -> _Source | None:
     return found[0] if found and found[0].alias.lower() != (col.table or "").lower() else None
 
 
-def _through_a_parent(path: list[_Link]) -> bool:
+def _through_a_parent(path: list[KeyLink]) -> bool:
     """Whether ``path`` goes up a foreign key and straight down another one (siblings joined by their parent)."""
     return any(a.up and not b.up for a, b in zip(path, path[1:]))
 
@@ -1004,7 +978,7 @@ def repair_self_joins(tree: exp.Expression, schema: Schema) -> list[str]:
     The same holds in WHERE for tables listed with commas (``FROM a AS T1, b AS T2 WHERE T1.x =
     T1.x``). Anything else is left alone, and :func:`self_comparisons` sends it back to the LLM."""
     notes: list[str] = []
-    links = _links(schema)
+    links = key_links(schema)
     for select in list(tree.find_all(exp.Select)):
         sources = select_sources(select, schema)
         if sources is None:
@@ -1047,14 +1021,14 @@ def _own_self_comparisons(node: exp.Expression | None, select: exp.Select) -> li
             and eq.this == eq.expression and eq.find_ancestor(exp.Select) is select]
 
 
-def _link_condition(b: _Source, a: _Source, link: _Link) -> exp.Expression:
+def _link_condition(b: _Source, a: _Source, link: KeyLink) -> exp.Expression:
     """``b.<b_cols> = a.<a_cols>`` for a link seen from ``a``'s table to ``b``'s."""
     return exp.and_(*[exp.EQ(this=exp.column(bc, table=b.alias), expression=exp.column(ac, table=a.alias))
                       for ac, bc in zip(link.a_cols, link.b_cols, strict=True)])
 
 
 def _meant_join(column: exp.Column, joined: _Source, before: list[_Source],
-                links: dict[str, list[_Link]]) -> exp.Expression | None:
+                links: dict[str, list[KeyLink]]) -> exp.Expression | None:
     """The join ``column = column`` meant (see :func:`repair_self_joins`), or None when it is not clear."""
     name = column.name.lower()
     owner = _owner(column, [joined, *before])

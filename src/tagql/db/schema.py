@@ -143,6 +143,46 @@ class Schema:
         return cls(entry["db_id"], tables, dialect)
 
 
+@dataclass(frozen=True)
+class KeyLink:
+    """One foreign key, seen from ``a`` to ``b`` (``a_cols`` = ``b_cols``); ``up`` when ``a`` holds the key
+    (many rows of ``a`` to one of ``b``). Joins are walked both ways, so every key gives two links."""
+
+    a: str
+    a_cols: tuple[str, ...]
+    b: str
+    b_cols: tuple[str, ...]
+    up: bool = True
+
+
+def key_links(schema: Schema) -> dict[str, list[KeyLink]]:
+    """Declared foreign keys in both directions, by table (lower-case name); keys to a table the schema
+    lacks, or whose column lists differ in length, are left out (nothing can be joined over them)."""
+    out: dict[str, list[KeyLink]] = {}
+    for t in schema.tables:
+        for fk in t.foreign_keys:
+            ref = schema.table(fk.ref_table)
+            if ref is None or not fk.columns or len(fk.columns) != len(fk.ref_columns):
+                continue
+            fwd = KeyLink(t.name, tuple(fk.columns), ref.name, tuple(fk.ref_columns))
+            out.setdefault(t.name.lower(), []).append(fwd)
+            out.setdefault(ref.name.lower(), []).append(KeyLink(ref.name, fwd.b_cols, t.name, fwd.a_cols, up=False))
+    return out
+
+
+def key_neighbours(schema: Schema) -> dict[str, set[str]]:
+    """Undirected foreign-key adjacency by lower-cased table name (every table present, self-keys left out).
+    Unlike :func:`key_links` a key whose referenced columns are implicit (``REFERENCES t``) still counts."""
+    adj: dict[str, set[str]] = {t.name.lower(): set() for t in schema.tables}
+    for t in schema.tables:
+        for fk in t.foreign_keys:
+            ref = fk.ref_table.lower()
+            if ref in adj and ref != t.name.lower():
+                adj[t.name.lower()].add(ref)
+                adj[ref].add(t.name.lower())
+    return adj
+
+
 def _one_line(text: str) -> str:
     return " ".join(str(text or "").split())
 

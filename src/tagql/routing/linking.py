@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from tagql.db.schema import Column, Schema, Table
+from tagql.db.schema import Column, Schema, Table, key_neighbours
 
 if TYPE_CHECKING:
     from tagql.config import AnswerSettings
@@ -41,18 +41,6 @@ def _stems(text: str) -> set[str]:
             if w.endswith(end) and len(w) - len(end) >= 3:
                 out.add(w[: -len(end)] + ("y" if end == "ies" else ""))
     return out
-
-
-def key_neighbours(schema: Schema) -> dict[str, set[str]]:
-    """Undirected foreign-key adjacency by lower-cased table name."""
-    adj: dict[str, set[str]] = {t.name.lower(): set() for t in schema.tables}
-    for t in schema.tables:
-        for fk in t.foreign_keys:
-            ref = fk.ref_table.lower()
-            if ref in adj and ref != t.name.lower():
-                adj[t.name.lower()].add(ref)
-                adj[ref].add(t.name.lower())
-    return adj
 
 
 def _between(adj: dict[str, set[str]], start: str, goal: str, max_hops: int) -> list[str] | None:

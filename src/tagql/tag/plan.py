@@ -28,6 +28,7 @@ from typing import Any
 from tagql.db.connection import Database, Result
 from tagql.db.repair import Comparison, compared_strings, holds_text, string_comparisons
 from tagql.db.safety import fix_sqlite_double_quoted_strings
+from tagql.db.schema import Table, key_neighbours
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, TagqlError, UnsafeQuery
 from tagql.knowledge import ScoredStatement
 from tagql.llm.base import LLM, Message, system, user
@@ -231,14 +232,11 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False,
     select = tree if isinstance(tree, exp.Select) else None
     if select is None:
         return []
-    tables = {t.name.lower(): t for t in db.schema.tables}
     known = {c.name.lower() for t in db.schema.tables for c in t.columns}
     aliases: dict[str, Any] = {}
-    sources = [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]
-    for source in sources:
-        table = source.this if source is not None else None
-        if isinstance(table, exp.Table) and table.name.lower() in tables:
-            aliases.setdefault(table.alias_or_name.lower(), (table.alias_or_name, tables[table.name.lower()]))
+    for source, table in _query_tables(select, db):
+        if table is not None:
+            aliases.setdefault(source.alias_or_name.lower(), (source.alias_or_name, table))
     if not aliases:
         return []
     first = next(iter(aliases.values()))
@@ -329,19 +327,14 @@ def orphaned_joins(plan: Plan, db: Database) -> list[str]:
     if select is None:
         return []
     looked_up = _lookups_as_joins(select, db)
-    tables = {t.name.lower(): t for t in db.schema.tables}
+    read = _query_tables(select, db)
+    if not read or any(table is None for _source, table in read):
+        return []
     source = select.args.get("from_") or select.args.get("from")
     joins = list(select.args.get("joins") or [])
-    aliases: dict[str, Any] = {}  # alias (lower) -> the schema table
-    written: dict[str, str] = {}  # alias (lower) -> as the query writes it
-    order: list[str] = []
-    for node in [source, *joins]:
-        table = node.this if node is not None else None
-        if not isinstance(table, exp.Table) or table.name.lower() not in tables:
-            return []
-        aliases[table.alias_or_name.lower()] = tables[table.name.lower()]
-        written[table.alias_or_name.lower()] = table.alias_or_name
-        order.append(table.alias_or_name.lower())
+    aliases: dict[str, Any] = {s.alias_or_name.lower(): t for s, t in read}  # alias (lower) -> the schema table
+    written = {s.alias_or_name.lower(): s.alias_or_name for s, _t in read}  # alias (lower) -> as the query writes it
+    order = [s.alias_or_name.lower() for s, _t in read]
 
     def owner(col: Any) -> str | None:
         if col.table:
@@ -383,7 +376,7 @@ def orphaned_joins(plan: Plan, db: Database) -> list[str]:
             orphan, near, far = cond, (b if has_a else a), (a if has_a else b)
     if orphan is None or near is None or far is None:
         return []
-    links = _key_links(db)
+    links = key_neighbours(db.schema)
     if links and aliases[far].name.lower() in _reachable({aliases[near].name.lower()}, links):
         return []  # keys link the two tables another way: a wrong join, which validation's hint names
     chosen = _chosen_link(select, orphan, (written[near], aliases[near]), (written[far], aliases[far]), db)
@@ -519,13 +512,12 @@ def guessed_links(plan: Plan, db: Database, question: str, *, unplaced: bool = F
 
     tree = _parse(plan.sql, db, db.dialect)
     select = tree if isinstance(tree, exp.Select) else None
-    links = _key_links(db)
+    links = key_neighbours(db.schema)
     if select is None or not links:
         return []
-    sources = [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]
-    written = {n.this.name.lower(): n.this.alias_or_name for n in sources
-               if n is not None and isinstance(n.this, exp.Table)}
-    by_alias = {w.lower(): db.schema.table(t) for t, w in written.items()}
+    read = [(source, table) for source, table in _query_tables(select, db) if table is not None]
+    written = {t.name.lower(): s.alias_or_name for s, t in read}  # table (lower) -> its name in the query
+    by_alias = {s.alias_or_name.lower(): t for s, t in read}
     notes = []
     if unplaced:  # (node, its column's table in the query, the column's name, the constants)
         todo = []
@@ -656,9 +648,7 @@ def _lookups_as_joins(select: Any, db: Database) -> list[str]:
     where = select.args.get("where")
     if where is None:
         return []
-    sources = [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]
-    outer = {n.this.alias_or_name.lower(): tables.get(n.this.name.lower()) for n in sources
-             if n is not None and isinstance(n.this, exp.Table)}
+    outer = {s.alias_or_name.lower(): t for s, t in _query_tables(select, db) if isinstance(s, exp.Table)}
     notes = []
     conds = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
     for cond in conds:
@@ -703,23 +693,13 @@ def unjoinable(column: str, sql: str, db: Database) -> bool:
     from sqlglot import exp
 
     tables = {t.name.lower(): t for t in db.schema.tables}
-    links = _key_links(db)
+    links = key_neighbours(db.schema)
     owners = {name for name, t in tables.items() if t.column(column) is not None}
     tree = _parse(sql, db, db.dialect)
     used = {t.name.lower() for t in tree.find_all(exp.Table)} & set(tables) if tree is not None else set()
     if not links or not owners or not used or owners & used:
         return False
     return not owners & _reachable(used, links)
-
-
-def _key_links(db: Database) -> dict[str, set[str]]:
-    """Tables (lower case) linked by a declared foreign key, in both directions."""
-    links: dict[str, set[str]] = {}
-    for t in db.schema.tables:
-        for fk in t.foreign_keys:
-            links.setdefault(t.name.lower(), set()).add(fk.ref_table.lower())
-            links.setdefault(fk.ref_table.lower(), set()).add(t.name.lower())
-    return links
 
 
 def _reachable(start: set[str], links: dict[str, set[str]]) -> set[str]:
@@ -771,15 +751,23 @@ def _stored_date(select: Any, db: Database) -> Any:
     table (``ORDER BY month`` on ``event AS T1`` -> ``T1.event_date``); None without one."""
     from sqlglot import exp
 
-    by_name = {t.name.lower(): t for t in db.schema.tables}
-    for source in [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]:
-        table = source.this if source is not None else None
-        if not isinstance(table, exp.Table) or table.name.lower() not in by_name:
-            continue
-        for c in by_name[table.name.lower()].columns:
+    for source, table in _query_tables(select, db):
+        for c in table.columns if table is not None else []:
             if re.search(r"date|time", f"{c.name} {c.type}", re.IGNORECASE):
-                return exp.column(c.name, table=table.alias_or_name)
+                return exp.column(c.name, table=source.alias_or_name)
     return None
+
+
+def _query_tables(select: Any, db: Database) -> list[tuple[Any, Table | None]]:
+    """The sources of ``select``'s FROM and JOINs in order, each with its schema table (None for a source
+    the schema lacks, or a subquery): what the rewrites read to know which table an alias stands for."""
+    from sqlglot import exp
+
+    out = []
+    for node in [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]:
+        if node is not None:
+            out.append((node.this, db.schema.table(node.this.name) if isinstance(node.this, exp.Table) else None))
+    return out
 
 
 def guessed_comparisons(sql: str, db: Database, question: str) -> list[Comparison]:
