@@ -12,6 +12,7 @@ import pytest
 
 from tagql.db.connection import open_database
 from tagql.llm.scripted import ScriptedLLM
+from tagql.tag.cache import OpCache
 from tagql.tag.operators import SemEngine
 from tagql.errors import TagqlError
 from tagql.tag import udf
@@ -187,6 +188,9 @@ def _planner_llm(plan: dict, authors: dict[str, str], prompts: list[str]) -> Scr
         if "Does answering" in last:
             return "no"  # the question looks relational: the lost key still makes it the LM's
         if "The options are:" in messages[0].content:  # LM_CHOOSE: one of the stored names
+            listed = re.findall(r"(\d+)\. <record>the author of (.*?)</record>", last)
+            if listed:  # several records in one call: one numbered line each
+                return "\n".join(f"{n}: {authors.get(title, 'Nobody')}" for n, title in listed)
             title = re.search(r"<record>the author of (.*?)</record>", last).group(1)
             return authors.get(title, "Nobody")
         return json.dumps(plan)
@@ -244,3 +248,75 @@ def test_without_the_setting_the_error_goes_back_to_the_model(library):
     llm = _planner_llm(wrote, {}, [])
     with pytest.raises(PlanError, match="author_id"):
         Planner(library, llm, SemEngine(llm), unplaced_columns_to_lm=False).make("How many books have an author?")
+
+
+COUNT_BY_AUTHOR = ("SELECT a.name, COUNT(*) FROM book AS b JOIN author AS a ON a.name = LM_CHOOSE('the author of "
+                   "{title}', b.title, 'author.name') WHERE a.name <> 'Nobody' AND b.pages > 0 GROUP BY a.name "
+                   "ORDER BY a.name")
+BY_AUTHOR = [("Gabriel Garcia Marquez", 2), ("Miguel de Cervantes", 1), ("William Shakespeare", 1)]
+
+
+def test_a_choice_over_more_rows_than_the_call_cap_stops_before_the_first_call(library):
+    """Four books, a cap of three calls: row by row the join spent the whole cap, then stopped; the rows are
+    counted first, so it stops with no call spent and says what to do."""
+    llm = _planner_llm({}, BOOKS, [])
+    engine = SemEngine(llm, max_calls=3)
+    register_lm_functions(library, engine)
+    with pytest.raises(TagqlError, match="an LM call for each of 4 rows; 3 of the 3 calls") as err:
+        execute_with_lm(library, COUNT_BY_AUTHOR, engine)
+    assert "TAGQL_TAG__MAX_LM_CALLS" in err.value.one_line()
+    assert engine.stats.lm_calls == 0 and not llm.prompts
+
+
+def test_choices_already_cached_do_not_count_against_the_cap(library):
+    llm = _planner_llm({}, BOOKS, [])
+    cache = OpCache(None)
+    register_lm_functions(library, SemEngine(llm, cache=cache))
+    execute_with_lm(library, COUNT_BY_AUTHOR, SemEngine(llm, cache=cache))
+    engine = SemEngine(llm, cache=cache, max_calls=3)
+    register_lm_functions(library, engine)
+    assert execute_with_lm(library, COUNT_BY_AUTHOR, engine).rows == BY_AUTHOR
+    assert engine.stats.lm_calls == 0
+
+
+def test_records_packed_into_one_call_each_get_a_line(library):
+    """``per_call`` (measured by bench/tag/choose_batch.py, not the default): numbered records, one
+    grammar-forced option per line."""
+    prompts: list[str] = []
+    llm = _planner_llm({}, BOOKS, prompts)
+    engine = SemEngine(llm)
+    items = [f"the author of {t}" for t in BOOKS]
+    chosen = engine.choose_many("the author of {title}", items, sorted(set(BOOKS.values())), per_call=4)
+    assert chosen == list(BOOKS.values())
+    assert engine.stats.lm_calls == 1 and "4. <record>the author of Don Quixote</record>" in prompts[0]
+    assert llm.constraints[0].startswith("root ::= ")
+
+
+def test_choices_that_fit_under_the_cap_stay_one_record_per_call(library):
+    llm = _planner_llm({}, BOOKS, [])
+    engine = SemEngine(llm)
+    register_lm_functions(library, engine)
+    assert execute_with_lm(library, COUNT_BY_AUTHOR, engine).rows == BY_AUTHOR
+    assert engine.stats.lm_calls == 4
+    assert [op["op"] for op in engine.stats.per_operator][0] == "lm_choose (chosen before the statement)"
+
+
+def test_the_inputs_chosen_up_front_are_those_the_rest_of_the_query_leaves(library):
+    """Only the books on a shelf are chosen for; a condition on the chosen table itself does not narrow them."""
+    prompts: list[str] = []
+    llm = _planner_llm({}, BOOKS, prompts)
+    engine = SemEngine(llm)
+    register_lm_functions(library, engine)
+    sql = ("SELECT b.title FROM shelf AS s JOIN book AS b ON s.book_id = b.id JOIN author AS a ON a.name = "
+           "LM_CHOOSE('the author of {title}', b.title, 'author.name') WHERE a.name = 'William Shakespeare'")
+    assert udf.prefetch_choices(library, sql, engine) == 0  # the options are not loaded yet
+    assert execute_with_lm(library, sql, engine).rows == [("Hamlet",)]
+    asked = sorted(re.search(r"<record>the author of (.*?)</record>", p).group(1) for p in prompts)
+    assert asked == ["Hamlet", "One Hundred Years of Solitude"]
+
+
+def test_a_batch_reply_missing_a_record_is_an_error_not_a_guess():
+    engine = SemEngine(ScriptedLLM(lambda messages: "1: William Shakespeare"))
+    with pytest.raises(TagqlError, match="no option for record 2"):
+        engine.choose_many("the author of {title}", ["the author of Hamlet", "the author of Don Quixote"],
+                           sorted(set(BOOKS.values())), per_call=2)

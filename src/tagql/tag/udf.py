@@ -23,7 +23,8 @@ vector of up to 2,048 rows (see ``tagql.db.duck``), so duplicates within a vecto
 Before a statement runs, :func:`prefetch_filters` judges each ``LM_FILTER`` that is a conjunct of a
 ``WHERE`` in one ``judge_many`` over the distinct inputs the other conjuncts leave (with how many rows
 each stands for), so SQLite's row-at-a-time calls find their verdicts and large filters get the
-cheap-first cascade (:mod:`tagql.tag.cascade`).
+cheap-first cascade (:mod:`tagql.tag.cascade`); :func:`prefetch_choices` does the same for each
+``LM_CHOOSE`` of a join, and stops before the first call when its rows cannot fit under the call cap.
 
 Databases swallow or rewrap Python exceptions raised in functions, so :func:`execute_with_lm`
 re-raises the real one (call cap, bad argument count).
@@ -39,7 +40,7 @@ from typing import Any
 
 from tagql.db.connection import Database, Result
 from tagql.errors import QueryFailed, TagqlError
-from tagql.tag.operators import OperatorError, SemEngine, fill, repair_braces, template_fields
+from tagql.tag.operators import LMCallLimitExceeded, OperatorError, SemEngine, fill, repair_braces, template_fields
 
 FUNCTIONS = ("LM_FILTER", "LM_MAP", "LM_SCORE", "LM_NUMBER", "LM_CHOOSE")
 CHOICES_MAX = 500  # stored values an LM_CHOOSE may choose among
@@ -117,7 +118,10 @@ class LMFunctions:
             elif name == "LM_NUMBER":
                 values = self.engine.number_many(instruction, distinct)
             elif name == "LM_CHOOSE":
-                values = self.engine.choose_many(instruction, distinct, self.engine.choices[str(source)])
+                chosen = self.engine.prechosen.get((repair_braces(instruction), str(source)), {})
+                todo = [d for d in distinct if d not in chosen]
+                asked = dict(zip(todo, self.engine.choose_many(instruction, todo, self.engine.choices[str(source)])))
+                values = [chosen[d] if d in chosen else asked[d] for d in distinct]
             else:
                 values = self.engine.map_many(instruction, distinct)
             out.update(((instruction, d), v) for d, v in zip(distinct, values))
@@ -263,6 +267,74 @@ def prefetch_filters(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
     return judged
 
 
+def prefetch_choices(db: Database, sql: str, engine: SemEngine, *, timeout_s: float = 60.0) -> int:
+    """Choose for the inputs of each ``LM_CHOOSE`` in a JOIN's ``ON`` up front, in one ``choose_many`` over
+    the distinct inputs the rest of the query leaves (its FROM and other joins, and the WHERE conjuncts that
+    neither read the joined table nor call the LM). Row by row, a join over 750 heroes spent the whole call
+    cap (200 calls, minutes) before it stopped; counted first, it stops before the first call. Returns how
+    many inputs were chosen for; a call this cannot read (in a WHERE, an instruction that is not a literal,
+    a probe that does not run) is left to the row-at-a-time calls."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read=db.dialect)
+    except sqlglot.errors.ParseError:
+        return 0
+    chosen_for = 0
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.name.upper() != "LM_CHOOSE" or len(call.expressions) < 3:
+            continue
+        instr, *args, src = call.expressions
+        join = call.find_ancestor(exp.Join)
+        select = join.parent if join is not None else None
+        source = (select.args.get("from_") or select.args.get("from")) if isinstance(select, exp.Select) else None
+        if not (isinstance(instr, exp.Literal) and instr.is_string and isinstance(src, exp.Literal)) \
+                or src.this not in engine.choices or source is None or not isinstance(join.this, exp.Table) \
+                or (select.args.get("limit") and not select.args.get("order")):
+            continue
+        far = join.this.alias_or_name.lower()
+        probe = exp.select(*[a.copy() for a in args], exp.Count(this=exp.Star())).from_(source.this.copy())
+        for other in select.args.get("joins") or []:
+            if other is not join:
+                probe = probe.join(other.copy())
+        where = select.args.get("where")
+        conjuncts = [] if where is None else list(where.this.flatten()) if isinstance(where.this, exp.And) \
+            else [where.this]
+        plain = [c for c in conjuncts if not any(f.name.upper() in FUNCTIONS for f in c.find_all(exp.Anonymous))
+                 and not any(col.table.lower() == far for col in c.find_all(exp.Column))]
+        if plain:
+            probe = probe.where(exp.and_(*[c.copy() for c in plain]))
+        probe = probe.group_by(*[a.copy() for a in args])
+        try:
+            probed = db.execute(probe.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=PREFETCH_MAX_INPUTS)
+        except TagqlError:  # a later join or an unqualified column reads the chosen table: row by row
+            continue
+        if probed.truncated:
+            continue
+        instruction = repair_braces(instr.this)
+        inputs = list(dict.fromkeys(_bind(instruction, tuple(values), "LM_CHOOSE", engine)
+                                    for *values, _n in probed.rows))
+        known = engine.prechosen.setdefault((instruction, src.this), {})
+        todo = [i for i in inputs if i not in known]
+        left = engine.max_calls - engine.stats.lm_calls
+        uncached = sum(1 for i in todo if not engine.choice_cached(instruction, i, engine.choices[src.this]))
+        if uncached > left:
+            raise LMCallLimitExceeded(
+                f"LM_CHOOSE({instruction!r}) needs an LM call for each of {uncached} rows; {left} of the "
+                f"{engine.max_calls} calls for this question are left",
+                "narrow the question, filter with SQL first, or raise TAGQL_TAG__MAX_LM_CALLS")
+        if todo:
+            t0, c0 = time.perf_counter(), engine.stats.lm_calls
+            known.update(zip(todo, engine.choose_many(instruction, todo, engine.choices[src.this])))
+            chosen_for += len(todo)
+            engine.stats.per_operator.append({
+                "op": "lm_choose (chosen before the statement)", "instruction": instruction,
+                "rows": sum(int(r[-1]) for r in probed.rows), "distinct_inputs": len(todo),
+                "lm_calls": engine.stats.lm_calls - c0, "seconds": round(time.perf_counter() - t0, 3)})
+    return chosen_for
+
+
 def load_choices(db: Database, sql: str, engine: SemEngine) -> list[str]:
     """Read the stored values each ``LM_CHOOSE`` of ``sql`` chooses among (its last argument, a
     ``'table.column'`` literal) into ``engine.choices``; returns the sources read. A source that is not a
@@ -304,6 +376,7 @@ def execute_with_lm(db: Database, sql: str, engine: SemEngine, *, timeout_s: flo
     engine.pending_error = None
     if "LM_CHOOSE" in sql.upper():
         load_choices(db, sql, engine)
+        prefetch_choices(db, sql, engine)
     if "LM_FILTER" in sql.upper():
         prefetch_filters(db, sql, engine)
     try:

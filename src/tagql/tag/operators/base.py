@@ -191,6 +191,8 @@ class EngineBase:
         # LM_FILTER verdicts judged before a statement ran (tagql.tag.udf.prefetch_filters), per instruction
         self.prejudged: dict[str, dict[str, bool]] = {}
         self.choices: dict[str, list[str]] = {}  # LM_CHOOSE option sources ('table.column') -> stored values
+        # LM_CHOOSE answers chosen before a statement ran (tagql.tag.udf.prefetch_choices), per (instruction, source)
+        self.prechosen: dict[tuple[str, str], dict[str, str | None]] = {}
         # value glosses from the database's domain statements; codes of a code column that no statement
         # glosses are glossed by the LM on first use (fill), with the known ones as examples
         self.glossary: dict[str, dict[str, str]] = {c: dict(m) for c, m in (glossary or {}).items()}
