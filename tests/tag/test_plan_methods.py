@@ -979,6 +979,17 @@ def test_a_qualified_column_no_table_of_the_query_has_is_a_fact(superhero):
     assert invented_fact_columns(p, superhero) == [] and p.sql == sql
 
 
+def test_a_column_of_a_misspelled_table_is_not_a_fact_of_another_table(superhero):
+    """``T2`` stands for a table the schema spells otherwise (``hero_powers`` for ``hero_power``): its
+    columns are the table repair's, not facts about the FROM table's rows, even after validation."""
+    from tagql.tag.plan import invented_fact_columns
+
+    sql = ("SELECT T1.superhero_name FROM superhero AS T1 JOIN hero_powers AS T2 ON T1.id = T2.hero_id "
+           "WHERE T2.power_id = 1")
+    p = Plan(sql=sql, operators=[])
+    assert invented_fact_columns(p, superhero, unplaced=True) == [] and p.sql == sql
+
+
 def test_a_column_validation_cannot_join_becomes_a_fact_instead_of_a_second_identical_plan(superhero):
     """``colour`` is a column of colour, which superhero joins three ways (eye, hair, skin): validation
     cannot place it, and the model, asked again, wrote the same plan. For a question that needs the LM

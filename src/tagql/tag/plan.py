@@ -255,7 +255,9 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False,
             continue
         if col.find_ancestor(exp.Select) is not select:  # a subquery's column: its own scope
             continue
-        qualifier, table = aliases.get(col.table.lower(), first) if col.table else first
+        if col.table and col.table.lower() not in aliases:
+            continue  # its table is one the schema lacks (``constructor_results``): the table repair's, not a fact
+        qualifier, table = aliases[col.table.lower()] if col.table else first
         # unqualified: a fact when no table of the database has it (else validation adds the join);
         # qualified: when neither its table nor any other table of the query has it (``T1.nationality`` on
         # constructors, which has none, while drivers elsewhere in the database does)
