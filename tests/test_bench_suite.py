@@ -102,7 +102,7 @@ def test_the_figures_page_names_only_modules_and_result_files_that_exist() -> No
     modules = set(re.findall(r"python -m (bench(?:\.\w+)+)", page))
     assert modules and not modules - set(MODULES)
     files = set()
-    for path in re.findall(r"bench/results/[\w/{},.-]+\.json", page):
+    for path in re.findall(r"bench/results/[\w/{},.-]+\.jsonl?\b", page):
         braces = re.search(r"\{([^}]*)\}", path)
         names = braces.group(1).split(",") if braces else [""]
         files |= {path.replace(braces.group(0), n) if braces else path for n in names}
