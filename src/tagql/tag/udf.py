@@ -230,24 +230,9 @@ def prefetch_filters(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
         instr, *args = call.expressions
         if not isinstance(instr, exp.Literal) or not instr.is_string or not args:
             continue
-        source = select.args.get("from_") or select.args.get("from")
-        if source is None:
+        rows = _input_counts(db, select, args, plain, timeout_s=timeout_s)
+        if rows is None:
             continue
-        # the distinct argument tuples and how many rows each stands for, counted by the database (GROUP BY):
-        # memory and transfer grow with the distinct inputs, not the rows (bench/tag/operator_scale.py)
-        probe = exp.select(*[a.copy() for a in args], exp.Count(this=exp.Star())).from_(source.this.copy())
-        for j in select.args.get("joins") or []:
-            probe = probe.join(j.copy())
-        if plain:
-            probe = probe.where(exp.and_(*[c.copy() for c in plain]))
-        probe = probe.group_by(*[a.copy() for a in args])
-        try:
-            probed = db.execute(probe.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=PREFETCH_MAX_INPUTS)
-        except TagqlError:  # outer references, dialect quirks: the statement itself decides
-            continue
-        if probed.truncated:  # more distinct inputs than that: the statement's own calls decide
-            continue
-        rows = probed.rows
         instruction = repair_braces(instr.this)
         counts: Counter[str] = Counter()
         for *values, n in rows:
@@ -265,6 +250,33 @@ def prefetch_filters(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
                 "rows": sum(counts[c] for c in todo), "distinct_inputs": len(todo),
                 "lm_calls": engine.stats.lm_calls - c0, "seconds": round(time.perf_counter() - t0, 3)})
     return judged
+
+
+def _input_counts(db: Database, select: Any, args: list[Any], plain: list[Any], *, timeout_s: float,
+                  without: Any = None) -> list[tuple[Any, ...]] | None:
+    """The distinct argument tuples of an LM call in ``select`` and how many rows each stands for (the
+    last value), counted by the database (GROUP BY) over its FROM and joins (but ``without``) and the
+    ``plain`` conjuncts: memory and transfer grow with the distinct inputs, not the rows
+    (bench/tag/operator_scale.py). None when the probe does not run (outer references, dialect quirks, a
+    column of the left-out join) or finds more than :data:`PREFETCH_MAX_INPUTS`: the statement's own calls
+    decide then."""
+    from sqlglot import exp
+
+    source = select.args.get("from_") or select.args.get("from")
+    if source is None:
+        return None
+    probe = exp.select(*[a.copy() for a in args], exp.Count(this=exp.Star())).from_(source.this.copy())
+    for other in select.args.get("joins") or []:
+        if other is not without:
+            probe = probe.join(other.copy())
+    if plain:
+        probe = probe.where(exp.and_(*[c.copy() for c in plain]))
+    probe = probe.group_by(*[a.copy() for a in args])
+    try:
+        probed = db.execute(probe.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=PREFETCH_MAX_INPUTS)
+    except TagqlError:
+        return None
+    return None if probed.truncated else probed.rows
 
 
 def prefetch_choices(db: Database, sql: str, engine: SemEngine, *, timeout_s: float = 60.0) -> int:
@@ -288,37 +300,25 @@ def prefetch_choices(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
         instr, *args, src = call.expressions
         join = call.find_ancestor(exp.Join)
         select = join.parent if join is not None else None
-        source = (select.args.get("from_") or select.args.get("from")) if isinstance(select, exp.Select) else None
         if not (isinstance(instr, exp.Literal) and instr.is_string and isinstance(src, exp.Literal)) \
-                or src.this not in engine.choices or source is None or not isinstance(join.this, exp.Table) \
-                or (select.args.get("limit") and not select.args.get("order")):
+                or src.this not in engine.choices or not isinstance(select, exp.Select) \
+                or not isinstance(join.this, exp.Table) or (select.args.get("limit") and not select.args.get("order")):
             continue
         far = join.this.alias_or_name.lower()
-        probe = exp.select(*[a.copy() for a in args], exp.Count(this=exp.Star())).from_(source.this.copy())
-        for other in select.args.get("joins") or []:
-            if other is not join:
-                probe = probe.join(other.copy())
         where = select.args.get("where")
         conjuncts = [] if where is None else list(where.this.flatten()) if isinstance(where.this, exp.And) \
             else [where.this]
         plain = [c for c in conjuncts if not any(f.name.upper() in FUNCTIONS for f in c.find_all(exp.Anonymous))
                  and not any(col.table.lower() == far for col in c.find_all(exp.Column))]
-        if plain:
-            probe = probe.where(exp.and_(*[c.copy() for c in plain]))
-        probe = probe.group_by(*[a.copy() for a in args])
-        try:
-            probed = db.execute(probe.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=PREFETCH_MAX_INPUTS)
-        except TagqlError:  # a later join or an unqualified column reads the chosen table: row by row
-            continue
-        if probed.truncated:
+        rows = _input_counts(db, select, args, plain, timeout_s=timeout_s, without=join)
+        if rows is None:  # e.g. a later join or an unqualified column reads the chosen table: row by row
             continue
         instruction = repair_braces(instr.this)
-        inputs = list(dict.fromkeys(_bind(instruction, tuple(values), "LM_CHOOSE", engine)
-                                    for *values, _n in probed.rows))
+        inputs = list(dict.fromkeys(_bind(instruction, tuple(values), "LM_CHOOSE", engine) for *values, _n in rows))
         known = engine.prechosen.setdefault((instruction, src.this), {})
         todo = [i for i in inputs if i not in known]
         left = engine.max_calls - engine.stats.lm_calls
-        uncached = sum(1 for i in todo if not engine.choice_cached(instruction, i, engine.choices[src.this]))
+        uncached = len(engine.uncached_choices(instruction, todo, engine.choices[src.this]))
         if uncached > left:
             raise LMCallLimitExceeded(
                 f"LM_CHOOSE({instruction!r}) needs an LM call for each of {uncached} rows; {left} of the "
@@ -330,7 +330,7 @@ def prefetch_choices(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
             chosen_for += len(todo)
             engine.stats.per_operator.append({
                 "op": "lm_choose (chosen before the statement)", "instruction": instruction,
-                "rows": sum(int(r[-1]) for r in probed.rows), "distinct_inputs": len(todo),
+                "rows": sum(int(r[-1]) for r in rows), "distinct_inputs": len(todo),
                 "lm_calls": engine.stats.lm_calls - c0, "seconds": round(time.perf_counter() - t0, 3)})
     return chosen_for
 

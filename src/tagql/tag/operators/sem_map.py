@@ -106,7 +106,7 @@ class MapEngine(EngineBase):
 
         if per_call <= 1:
             return self._each("choose", items, one)
-        todo = [it for it in dict.fromkeys(items) if self.cache.get(self._key("choose", tag, it)) is None]
+        todo = self.uncached_choices(instruction, items, options)
         chosen: dict[str, str | None] = {}
         value = "|".join(re.escape(o.lower()) for o in sorted(options, key=len, reverse=True))
         batch_sys = PROMPTS.render("choose_batch_system", instruction=instruction, options="; ".join(options))
@@ -117,9 +117,11 @@ class MapEngine(EngineBase):
             chosen.update((item, by_lower.get(v)) for item, v in zip(chunk, got))
         return [chosen[it] if it in chosen else one(it) for it in items]
 
-    def choice_cached(self, instruction: str, item: str, options: Sequence[str]) -> bool:
-        """Is ``choose_many``'s answer for ``item`` among ``options`` in the cache (no LM call needed)?"""
-        return self.cache.get(self._key("choose", _choice_tag(instruction, _options(options)), item)) is not None
+    def uncached_choices(self, instruction: str, items: Sequence[str], options: Sequence[str]) -> list[str]:
+        """The distinct ``items`` whose ``choose_many`` answer among ``options`` is not cached (each one an
+        LM call)."""
+        tag = _choice_tag(instruction, _options(options))
+        return [it for it in dict.fromkeys(items) if self.cache.get(self._key("choose", tag, it)) is None]
 
     def number_many(self, instruction: str, items: list[str], *, style: str = "scaled") -> list[float | None]:
         """One number per item (``LM_NUMBER``: a year, a population, a month's number), constrained so the
