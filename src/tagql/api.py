@@ -421,6 +421,7 @@ class Session:
         before = llm.usage.snapshot()
         cache = OpCache(Path(settings.cache_dir) / "tag_cache.sqlite") if settings.tag.cache else OpCache(None)
         engine = SemEngine(llm, cache=cache, max_calls=settings.tag.max_lm_calls,
+                           max_link_calls=settings.tag.max_link_calls,
                            progress=lambda op, done, total: emit("progress", {"operator": op, "done": done,
                                                                               "total": total}))
 

@@ -131,7 +131,7 @@ def make_engine(session: TagQL, *, progress: Any = None) -> SemEngine:
                      cascade_sample=s.cascade_sample, cascade_min_inputs=s.cascade_min_inputs,
                      glossary=glossary, code_columns=code_columns(glossary, session.db) if glossary else (),
                      split=s.split_verdicts, embedder=lambda: session.embedder,
-                     concurrency=parallel_calls(session.llm))
+                     concurrency=parallel_calls(session.llm), max_link_calls=s.max_link_calls)
 
 
 def parse_list(text: str) -> list[Any]:

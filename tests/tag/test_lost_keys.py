@@ -268,6 +268,26 @@ def test_a_choice_over_more_rows_than_the_call_cap_stops_before_the_first_call(l
     assert engine.stats.lm_calls == 0 and not llm.prompts
 
 
+def test_a_lost_link_within_its_own_budget_runs_beside_the_questions_cap(library):
+    """The link is derived once per database, so up to ``max_link_calls`` choices come on top of the cap:
+    the four books are chosen for with a cap of three, and the question still has its three calls."""
+    llm = _planner_llm({}, BOOKS, [])
+    engine = SemEngine(llm, max_calls=3, max_link_calls=4)
+    register_lm_functions(library, engine)
+    assert execute_with_lm(library, COUNT_BY_AUTHOR, engine).rows == BY_AUTHOR
+    assert engine.stats.lm_calls == 4 and engine.max_calls - engine.stats.lm_calls == 3
+
+
+def test_a_lost_link_over_its_own_budget_stops_before_the_first_call(library):
+    llm = _planner_llm({}, BOOKS, [])
+    engine = SemEngine(llm, max_calls=3, max_link_calls=2)
+    register_lm_functions(library, engine)
+    with pytest.raises(TagqlError, match="4 rows; 3 of the 3 calls .* a lost link may take 2") as err:
+        execute_with_lm(library, COUNT_BY_AUTHOR, engine)
+    assert "TAGQL_TAG__MAX_LINK_CALLS" in err.value.one_line()
+    assert engine.stats.lm_calls == 0 and not llm.prompts
+
+
 def test_choices_already_cached_do_not_count_against_the_cap(library):
     llm = _planner_llm({}, BOOKS, [])
     cache = OpCache(None)

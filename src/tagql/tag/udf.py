@@ -109,19 +109,17 @@ class LMFunctions:
             distinct = list(dict.fromkeys(item for ins, item in keys if ins == instruction))
             t0, c0 = time.perf_counter(), self.engine.stats.lm_calls
             if name == "LM_FILTER":
-                known = self.engine.prejudged.get(repair_braces(instruction), {})
-                todo = [d for d in distinct if d not in known]
-                judged = dict(zip(todo, self.engine.judge_many(instruction, todo, op="sql_filter"))) if todo else {}
-                values: list[Any] = [int(known[d] if d in known else judged[d]) for d in distinct]
+                values: list[Any] = [int(v) for v in _known_first(
+                    self.engine.prejudged.get(repair_braces(instruction), {}), distinct,
+                    lambda todo: self.engine.judge_many(instruction, todo, op="sql_filter"))]
             elif name == "LM_SCORE":
                 values = self.engine.score_many(instruction, distinct)
             elif name == "LM_NUMBER":
                 values = self.engine.number_many(instruction, distinct)
             elif name == "LM_CHOOSE":
-                chosen = self.engine.prechosen.get((repair_braces(instruction), str(source)), {})
-                todo = [d for d in distinct if d not in chosen]
-                asked = dict(zip(todo, self.engine.choose_many(instruction, todo, self.engine.choices[str(source)])))
-                values = [chosen[d] if d in chosen else asked[d] for d in distinct]
+                values = _known_first(
+                    self.engine.prechosen.get((repair_braces(instruction), str(source)), {}), distinct,
+                    lambda todo: self.engine.choose_many(instruction, todo, self.engine.choices[str(source)]))
             else:
                 values = self.engine.map_many(instruction, distinct)
             out.update(((instruction, d), v) for d, v in zip(distinct, values))
@@ -172,6 +170,14 @@ class LMFunctions:
         def fn(*columns: list[Any]) -> list[Any]:
             return self.run(name, columns)
         return fn
+
+
+def _known_first(known: dict[str, Any], distinct: list[str], ask: Callable[[list[str]], list[Any]]) -> list[Any]:
+    """The answers for ``distinct`` inputs: those settled before the statement ran (``prejudged`` /
+    ``prechosen``) as they are, the rest from one ``ask`` over them."""
+    todo = [d for d in distinct if d not in known]
+    asked = dict(zip(todo, ask(todo))) if todo else {}
+    return [known[d] if d in known else asked[d] for d in distinct]
 
 
 def register_lm_functions(db: Database, engine: SemEngine) -> LMFunctions:
@@ -283,7 +289,9 @@ def prefetch_choices(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
     """Choose for the inputs of each ``LM_CHOOSE`` in a JOIN's ``ON`` up front, in one ``choose_many`` over
     the distinct inputs the rest of the query leaves (its FROM and other joins, and the WHERE conjuncts that
     neither read the joined table nor call the LM). Row by row, a join over 750 heroes spent the whole call
-    cap (200 calls, minutes) before it stopped; counted first, it stops before the first call. Returns how
+    cap (200 calls, minutes) before it stopped; counted first, it stops before the first call. Choices up to
+    ``engine.max_link_calls`` come on top of the question's cap instead: the lost link is derived once and
+    cached for every later question over the database (``tag.max_link_calls``). Returns how
     many inputs were chosen for; a call this cannot read (in a WHERE, an instruction that is not a literal,
     a probe that does not run) is left to the row-at-a-time calls."""
     import sqlglot
@@ -319,11 +327,15 @@ def prefetch_choices(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
         todo = [i for i in inputs if i not in known]
         left = engine.max_calls - engine.stats.lm_calls
         uncached = len(engine.uncached_choices(instruction, todo, engine.choices[src.this]))
-        if uncached > left:
+        if 0 < uncached <= engine.max_link_calls:
+            engine.max_calls += uncached  # the link's own budget: the question's calls stay for the rest
+        elif uncached > left:
             raise LMCallLimitExceeded(
                 f"LM_CHOOSE({instruction!r}) needs an LM call for each of {uncached} rows; {left} of the "
-                f"{engine.max_calls} calls for this question are left",
-                "narrow the question, filter with SQL first, or raise TAGQL_TAG__MAX_LM_CALLS")
+                f"{engine.max_calls} calls for this question are left"
+                + (f" and a lost link may take {engine.max_link_calls}" if engine.max_link_calls else ""),
+                "narrow the question, filter with SQL first, or raise TAGQL_TAG__MAX_LINK_CALLS "
+                "(a join over a lost key) or TAGQL_TAG__MAX_LM_CALLS")
         if todo:
             t0, c0 = time.perf_counter(), engine.stats.lm_calls
             known.update(zip(todo, engine.choose_many(instruction, todo, engine.choices[src.this])))

@@ -169,13 +169,16 @@ class EngineBase:
         cascade_sample: int = 16, cascade_min_inputs: int = 40,
         embedder: Embedder | Callable[[], Embedder] | None = None,
         glossary: Glossary | None = None, code_columns: Collection[str] = (), split: bool = True,
-        concurrency: int = 1,
+        concurrency: int = 1, max_link_calls: int = 0,
     ) -> None:
         if cascade not in CASCADE_MODES:
             raise TagqlError(f"unknown cascade mode {cascade!r}", f"use one of: {', '.join(CASCADE_MODES)}")
         self.llm = llm
         self.cache = cache if cache is not None else OpCache(None)
         self.max_calls = max_calls
+        # LM_CHOOSE calls a lost link (a join over a key the database does not have) may take on top of
+        # max_calls: derived once per database and cached, it is not one question's cost (udf.prefetch_choices)
+        self.max_link_calls = max_link_calls
         self.batch_size = max(1, batch_size)
         self.progress = progress
         self.agg_chunk_chars = agg_chunk_chars
