@@ -157,6 +157,19 @@ def test_a_made_up_column_named_like_an_unlinked_tables_column_joins_it_by_a_cho
     assert guessed_links(plan, library, "", unplaced=True) == [] and plan.sql.endswith("genre = 'Drama'")
 
 
+def test_a_made_up_column_inside_a_subquery_joins_the_unlinked_table_there(library):
+    """The same column rejected in a nested lookup (the 1.5B model writes chains of ``IN (SELECT ...)``):
+    the subquery that reads it gets the chosen join, the outer query stays as written."""
+    plan = Plan("SELECT label FROM shelf WHERE book_id IN (SELECT id FROM book WHERE name = 'william shakespeare')")
+    notes = guessed_links(plan, library, "", unplaced=True)
+    assert plan.sql == ("SELECT label FROM shelf WHERE book_id IN (SELECT id FROM book JOIN author AS author ON "
+                        "author.name = LM_CHOOSE('the author of {title}', book.title, 'author.name') "
+                        "WHERE author.name = 'William Shakespeare')")
+    assert len(notes) == 1 and "no key links book to it" in notes[0]
+    plan = Plan("SELECT label FROM shelf WHERE book_id IN (SELECT id FROM book WHERE title = 'william shakespeare')")
+    assert guessed_links(plan, library, "How many?") == []  # a guess is read in the outermost SELECT only
+
+
 @pytest.mark.parametrize("sql, expected", [
     ("SELECT COUNT(*) FROM book WHERE title IN (SELECT title FROM book WHERE genre = 'Drama')",
      "SELECT COUNT(*) FROM book WHERE genre = 'Drama'"),

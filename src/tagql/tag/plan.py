@@ -513,10 +513,25 @@ def guessed_links(plan: Plan, db: Database, question: str, *, unplaced: bool = F
     from sqlglot import exp
 
     tree = _parse(plan.sql, db, db.dialect)
-    select = tree if isinstance(tree, exp.Select) else None
     links = key_neighbours(db.schema)
-    if select is None or not links:
+    if not isinstance(tree, exp.Select) or not links:
         return []
+    notes = []
+    # a rejected column is repaired in whichever SELECT reads it (``WHERE city_id IN (SELECT city_id FROM
+    # city WHERE country = 'Canada')``), innermost first; a guess only in the outermost one
+    selects = list(tree.find_all(exp.Select))[::-1] if unplaced else [tree]
+    for select in selects:
+        notes += _links_in(select, tree, db, question, links, unplaced)
+    if notes:
+        plan.sql = tree.sql(dialect=db.dialect)
+    return notes
+
+
+def _links_in(select: Any, tree: Any, db: Database, question: str, links: dict[str, set[str]],
+              unplaced: bool) -> list[str]:
+    """:func:`guessed_links` for the columns whose own SELECT is ``select``."""
+    from sqlglot import exp
+
     read = [(source, table) for source, table in _query_tables(select, db) if table is not None]
     written = {t.name.lower(): s.alias_or_name for s, t in read}  # table (lower) -> its name in the query
     by_alias = {s.alias_or_name.lower(): t for s, t in read}
@@ -540,8 +555,6 @@ def guessed_links(plan: Plan, db: Database, question: str, *, unplaced: bool = F
                             written, links, db)
         if note:
             notes.append(note)
-    if notes:
-        plan.sql = tree.sql(dialect=db.dialect)
     return notes
 
 
