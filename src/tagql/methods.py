@@ -38,7 +38,7 @@ from tagql.tag import tag_prompts
 from tagql.text2sql.answer import format_data_points, json_value, result_values
 from tagql.tag.cache import OpCache, open_op_cache
 from tagql.tag.operators import LMCallLimitExceeded, OperatorError, SemEngine, SemTable
-from tagql.tag.plan import Plan, PlanError, Planner, run_plan
+from tagql.tag.plan import Plan, PlanError, Planner, both_options, run_plan
 from tagql.text import ALNUM, LETTERS, stems, word_tokens
 
 METHODS = ("tag", "text2sql", "rag", "retrieval_rank", "text2sql_lm")
@@ -394,6 +394,9 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                 # a list/count question answers with values: a summary of them would hide them in prose
                 p.operators.pop()
                 plan_attempts.append({"dropped": "agg (the question asks for values, not a summary)"})
+            both = both_options(p, offered_choices(question), session.db)
+            if both:
+                plan_attempts.append({"both_options": both})
             if on_plan is not None:
                 on_plan(p.to_dict())
             run = run_plan(p, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)

@@ -43,16 +43,12 @@ def test_a_domain_statement_reaches_the_real_models_plan_and_fixes_its_answer(ll
     assert [str(v) for v in a.values] == [str(expected)] and expected == 6
 
 
-def test_the_real_model_answers_through_a_key_the_database_lost(llm, tmp_path):
-    """Heroes whose table lost its publisher key, beside a publisher table: the 1.5B model joins over the
-    key it expects; the LM chooses each hero's publisher among the stored ones, and the count is right.
-    (Hellboy is left out: the 1.5B model places him at Marvel, not Dark Horse.)"""
+@pytest.fixture()
+def lost_key_heroes(tmp_path):
+    """Heroes whose table lost its publisher key, beside a publisher table."""
     import sqlite3
 
-    from tagql.config import load_settings
     from tagql.db import open_database
-    from tagql.methods import answer
-    from tagql.pipeline import TagQL
 
     path = tmp_path / "heroes.sqlite"
     con = sqlite3.connect(path)
@@ -66,7 +62,32 @@ def test_the_real_model_answers_through_a_key_the_database_lost(llm, tmp_path):
     """)
     con.commit()
     con.close()
-    session = TagQL(open_database(path), llm, settings=load_settings(cache_dir=str(tmp_path / "cache")))
+    return open_database(path)
+
+
+def test_the_real_model_answers_through_a_key_the_database_lost(llm, lost_key_heroes, tmp_path):
+    """The 1.5B model joins over the key it expects; the LM chooses each hero's publisher among the stored
+    ones, and the count is right. (Hellboy is left out: the 1.5B model places him at Marvel, not Dark
+    Horse.)"""
+    from tagql.config import load_settings
+    from tagql.methods import answer
+    from tagql.pipeline import TagQL
+
+    session = TagQL(lost_key_heroes, llm, settings=load_settings(cache_dir=str(tmp_path / "cache")))
     a = answer(session, "How many heroes are published by Marvel Comics?", "tag")
     assert a.values == [4], (a.sql, a.plan)
     assert any("lost_key_to_lm" in step for step in a.plan.attempts), a.plan.attempts
+
+
+def test_the_real_model_compares_two_answers_by_counting_both(llm, lost_key_heroes, tmp_path):
+    """A comparison over the lost key: whether the model's plan counts one publisher or both, both counts
+    are computed (``both_options``) and decide: Marvel 4 heroes, DC 3."""
+    from tagql.config import load_settings
+    from tagql.methods import answer
+    from tagql.pipeline import TagQL
+
+    session = TagQL(lost_key_heroes, llm, settings=load_settings(cache_dir=str(tmp_path / "cache")))
+    a = answer(session, "Are there more heroes published by Marvel Comics or heroes published by DC Comics? "
+                        "Answer 'Marvel Comics' or 'DC Comics'.", "tag")
+    assert a.values == ["Marvel Comics"], (a.sql, a.rows, a.plan)
+    assert "Marvel Comics" in a.sql and "DC Comics" in a.sql, a.sql

@@ -14,7 +14,7 @@ from tagql.llm.scripted import ScriptedLLM
 from tagql.pipeline import TagQL
 from tagql.methods import METHODS, answer, is_aggregation, parse_list
 from tagql.tag.operators import SemEngine
-from tagql.tag.plan import Plan, PlanError, Planner, run_plan, validate_plan
+from tagql.tag.plan import Plan, PlanError, Planner, both_options, run_plan, validate_plan
 
 PEOPLE = {"George Lucas", "J. K. Rowling", "J. R. R. Tolkien"}
 
@@ -1062,3 +1062,39 @@ def test_the_extra_try_comes_once_and_only_on_a_repeat(shared_data, fresh, calls
     with pytest.raises(PlanError):
         Planner(db, llm, SemEngine(llm), exemplars=0, retries=1, fresh_retry_on_repeat=fresh).make("How many members?")
     assert len(llm.prompts) == 3  # a different failed plan is not a repeat: no extra try
+
+
+MARVEL = ("SELECT COUNT(*) FROM superhero AS s JOIN publisher AS p ON s.publisher_id = p.id "
+          "WHERE p.publisher_name = 'Marvel Comics'")
+MARVEL_OR_DC = ("Are there more superheroes published by Marvel Comics or by DC Comics? "
+                "Answer 'Marvel Comics' or 'DC Comics'.")
+
+
+def test_a_comparison_counted_for_one_answer_is_counted_for_both(superhero, tmp_path):
+    """The plan counts Marvel's heroes only; the same count runs for DC Comics too and the two numbers
+    decide, with no LM call to pick (before, the LM guessed the answer from one number)."""
+    plan = {"sql": MARVEL, "operators": []}
+    s = TagQL(superhero, ScriptedLLM(["no", json.dumps(plan)]), settings=load_settings(cache_dir=str(tmp_path)))
+    a = answer(s, MARVEL_OR_DC, "tag")
+    assert a.columns == ["Marvel Comics", "DC Comics"] and a.rows == [[387, 224]]
+    assert a.values == ["Marvel Comics"] and a.tokens["calls"] == 2  # classify + plan: the numbers chose
+    assert any("counts for 'Marvel Comics' only" in n for at in a.plan.attempts for n in at.get("both_options", []))
+
+
+@pytest.mark.parametrize("sql, operators", [
+    (MARVEL.replace("'Marvel Comics'", "'Marvel Comics' OR p.publisher_name = 'DC Comics'"), []),  # both named
+    ("SELECT p.publisher_name, COUNT(*) FROM superhero AS s JOIN publisher AS p ON s.publisher_id = p.id "
+     "WHERE p.publisher_name = 'Marvel Comics' GROUP BY p.publisher_name", []),  # not one number
+    ("SELECT superhero_name FROM superhero WHERE superhero_name = 'Marvel Comics'", []),  # no aggregate
+    (MARVEL, [{"op": "count"}]),  # operators run on the SQL's result
+])
+def test_plans_that_compare_already_or_give_no_single_number_are_left_alone(superhero, sql, operators):
+    plan = Plan(sql, operators)
+    assert both_options(plan, ["Marvel Comics", "DC Comics"], superhero) == [] and plan.sql == sql
+
+
+def test_the_other_answer_is_spelled_as_stored_in_a_constant_and_as_asked_in_a_statement(superhero):
+    plan = Plan("SELECT COUNT(*) FROM publisher WHERE publisher_name = 'Marvel Comics' "
+                "AND LM_FILTER('{publisher_name} is not the Marvel Comics', publisher_name)")
+    assert both_options(plan, ["Marvel Comics", "the DC Comics"], superhero)
+    assert "publisher_name = 'DC Comics' AND LM_FILTER('{publisher_name} is not the DC Comics'" in plan.sql

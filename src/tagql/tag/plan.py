@@ -618,6 +618,49 @@ def _choice_join(select: Any, node: Any, near: Any, named: str | None, values: l
     return note
 
 
+def both_options(plan: Plan, options: Sequence[str], db: Database) -> list[str]:
+    """A question that offers two answers to compare ("Are there more X in A or in B? Answer 'A' or 'B'.")
+    whose plan counts for one of them only (``SELECT COUNT(*) ... WHERE country.country = 'A'``, after
+    which the answer was the LM's guess from one number): the same query is run for the other answer too
+    -- its string constants and operator statements naming A name B -- as ``SELECT (q_A) AS "A", (q_B)
+    AS "B"``, so the two numbers decide (``methods.compared_choice``). Only a plan without operators
+    whose SQL gives one number (one aggregate, no GROUP BY); an answer is named when its words (without a
+    leading "the") are in a string constant. Returns notes."""
+    from sqlglot import exp
+
+    tree = _parse(plan.sql, db, db.dialect)
+    if len(options) != 2 or plan.operators or not isinstance(tree, exp.Select) or len(tree.expressions) != 1 \
+            or tree.args.get("group") or tree.args.get("limit") or not tree.expressions[0].find(exp.AggFunc):
+        return []
+
+    def bare(option: str) -> str:
+        return re.sub(r"^the\s+", "", option.strip(), flags=re.IGNORECASE)
+
+    literals = [lit for lit in tree.find_all(exp.Literal) if lit.is_string]
+
+    def named(option: str) -> bool:
+        return any(re.search(rf"\b{re.escape(bare(option))}\b", lit.this, re.IGNORECASE) for lit in literals)
+
+    present = [o for o in options if named(o)]
+    if len(present) != 1:
+        return []
+    asked = present[0]
+    other = next(o for o in options if o != asked)
+    twin = tree.copy()
+    for lit in twin.find_all(exp.Literal):  # a stored value as stored ('United States'), a statement as asked
+        if not lit.is_string:
+            continue
+        if lit.this.strip().lower() == bare(asked).lower():
+            lit.set("this", bare(other))
+        else:
+            lit.set("this", re.sub(rf"\b(?:the\s+)?{re.escape(bare(asked))}\b", lambda _m: other, lit.this,
+                                   flags=re.IGNORECASE))
+    both = exp.select(exp.alias_(exp.Subquery(this=tree), asked, quoted=True),
+                      exp.alias_(exp.Subquery(this=twin), other, quoted=True))
+    old, plan.sql = plan.sql, both.sql(dialect=db.dialect)
+    return [f"{old} counts for '{asked}' only: run for '{other}' too -> {plan.sql}"]
+
+
 def inline_self_subqueries(plan: Plan, db: Database) -> list[str]:
     """``WHERE Maker IN (SELECT Maker FROM car_makers WHERE cond)`` in a query on ``car_makers`` alone is
     ``WHERE cond``: the 1.5B model wraps conditions so, and a made-up column inside the subquery is out of
