@@ -35,27 +35,16 @@ from collections import Counter
 import numpy as np
 
 from bench import common
+from bench.tag import choose_batch
 from tagql.config import for_tag, load_settings
 from tagql.llm import make_llm
 from tagql.tag import cascade
 from tagql.tag.cache import OpCache
 from tagql.tag.operators import SemEngine
 
-# (name, database path under the shared data, fact, field, gold (item, far name) SQL, options SQL, targets)
-SETS = [
-    ("superhero", "bird/dev_databases/superhero/superhero.sqlite", "the publisher of {superhero_name}",
-     "superhero_name",
-     "SELECT s.superhero_name, p.publisher_name FROM superhero AS s JOIN publisher AS p ON s.publisher_id = p.id "
-     "WHERE TRIM(p.publisher_name) <> '' GROUP BY s.superhero_name HAVING COUNT(*) = 1",
-     "SELECT DISTINCT publisher_name FROM publisher WHERE TRIM(publisher_name) <> '' ORDER BY 1", 4),
-    ("car_1", "spider/database/car_1/car_1.sqlite", "the home country of the car maker {FullName}", "FullName",
-     "SELECT m.FullName, c.CountryName FROM car_makers AS m JOIN countries AS c ON m.Country = c.CountryId",
-     "SELECT DISTINCT CountryName FROM countries ORDER BY 1", 3),
-    ("world_1", "spider/database/world_1/world_1.sqlite", "the country of the city {Name}", "Name",
-     "SELECT ci.Name, co.Name FROM city AS ci JOIN country AS co ON ci.CountryCode = co.Code GROUP BY ci.Name "
-     "HAVING COUNT(*) = 1",
-     "SELECT DISTINCT Name FROM country ORDER BY 1", 4),
-]
+# choose_batch's sets (name, database path, fact, field, gold (item, far name) SQL, options SQL), each with how
+# many of its most frequent far names are targets
+SETS = [(*entry, targets) for entry, targets in zip(choose_batch.SETS, (4, 3, 4), strict=True)]
 
 
 def scores(kept: list[bool], truth: list[bool]) -> dict[str, float]:

@@ -521,15 +521,14 @@ def guessed_links(plan: Plan, db: Database, question: str, *, unplaced: bool = F
     # city WHERE country = 'Canada')``), innermost first; a guess only in the outermost one
     selects = list(tree.find_all(exp.Select))[::-1] if unplaced else [tree]
     for select in selects:
-        notes += _links_in(select, tree, db, question, links, unplaced)
+        notes += _links_in(select, db, question, links, unplaced)
     if notes:
         plan.sql = tree.sql(dialect=db.dialect)
     return notes
 
 
-def _links_in(select: Any, tree: Any, db: Database, question: str, links: dict[str, set[str]],
-              unplaced: bool) -> list[str]:
-    """:func:`guessed_links` for the columns whose own SELECT is ``select``."""
+def _links_in(select: Any, db: Database, question: str, links: dict[str, set[str]], unplaced: bool) -> list[str]:
+    """:func:`guessed_links` for the columns whose own SELECT is ``select`` (for guesses, the outermost one)."""
     from sqlglot import exp
 
     read = [(source, table) for source, table in _query_tables(select, db) if table is not None]
@@ -546,7 +545,7 @@ def _links_in(select: Any, tree: Any, db: Database, question: str, links: dict[s
                     and col.find_ancestor(exp.Select) is select:
                 todo.append((col.parent, owner, col.name, values))
     else:
-        todo = [(c.node, db.schema.table(c.table), None, c.values) for c in _guesses(tree, db, question)
+        todo = [(c.node, db.schema.table(c.table), None, c.values) for c in _guesses(select, db, question)
                 if c.node.find_ancestor(exp.Select) is select]
     for node, near, named, values in todo:
         if near is None or near.name.lower() not in written:
