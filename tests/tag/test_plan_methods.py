@@ -1098,3 +1098,17 @@ def test_the_other_answer_is_spelled_as_stored_in_a_constant_and_as_asked_in_a_s
                 "AND LM_FILTER('{publisher_name} is not the Marvel Comics', publisher_name)")
     assert both_options(plan, ["Marvel Comics", "the DC Comics"], superhero)
     assert "publisher_name = 'DC Comics' AND LM_FILTER('{publisher_name} is not the DC Comics'" in plan.sql
+
+
+def test_an_answer_spelled_like_a_table_does_not_rename_the_source_of_a_chosen_link(superhero):
+    """Answers 'publisher' / 'superhero': the only constants naming 'publisher' are LM_CHOOSE's statement
+    and source (the link: where its choices are stored), which is not the plan naming an answer."""
+    sql = ("SELECT COUNT(*) FROM superhero AS s JOIN publisher AS p ON p.publisher_name = "
+           "LM_CHOOSE('the publisher of {superhero_name}', s.superhero_name, 'publisher.publisher_name')")
+    plan = Plan(sql)
+    assert both_options(plan, ["publisher", "superhero"], superhero) == [] and plan.sql == sql
+    named = Plan(sql + " WHERE p.publisher_name = 'publisher'")
+    assert both_options(named, ["publisher", "superhero"], superhero)
+    twin = named.sql.split('AS "publisher"')[1]
+    assert "LM_CHOOSE('the publisher of {superhero_name}', s.superhero_name, 'publisher.publisher_name')" in twin
+    assert "p.publisher_name = 'superhero'" in twin

@@ -624,7 +624,9 @@ def both_options(plan: Plan, options: Sequence[str], db: Database) -> list[str]:
     -- its string constants and operator statements naming A name B -- as ``SELECT (q_A) AS "A", (q_B)
     AS "B"``, so the two numbers decide (``methods.compared_choice``). Only a plan without operators
     whose SQL gives one number (one aggregate, no GROUP BY); an answer is named when its words (without a
-    leading "the") are in a string constant. Returns notes."""
+    leading "the") are in a string constant
+    other than those of an ``LM_CHOOSE`` link (its statement and its ``'table.column'`` source are left as
+    they are, so a link survives answers spelled like a table). Returns notes."""
     from sqlglot import exp
 
     tree = _parse(plan.sql, db, db.dialect)
@@ -635,7 +637,10 @@ def both_options(plan: Plan, options: Sequence[str], db: Database) -> list[str]:
     def bare(option: str) -> str:
         return re.sub(r"^the\s+", "", option.strip(), flags=re.IGNORECASE)
 
-    literals = [lit for lit in tree.find_all(exp.Literal) if lit.is_string]
+    def of_link(lit: Any) -> bool:  # LM_CHOOSE's 'the <far> of {x}' and 'table.column' name a link, not an answer
+        return isinstance(lit.parent, exp.Anonymous) and str(lit.parent.this).upper() == "LM_CHOOSE"
+
+    literals = [lit for lit in tree.find_all(exp.Literal) if lit.is_string and not of_link(lit)]
 
     def named(option: str) -> bool:
         return any(re.search(rf"\b{re.escape(bare(option))}\b", lit.this, re.IGNORECASE) for lit in literals)
@@ -647,7 +652,7 @@ def both_options(plan: Plan, options: Sequence[str], db: Database) -> list[str]:
     other = next(o for o in options if o != asked)
     twin = tree.copy()
     for lit in twin.find_all(exp.Literal):  # a stored value as stored ('United States'), a statement as asked
-        if not lit.is_string:
+        if not lit.is_string or of_link(lit):
             continue
         if lit.this.strip().lower() == bare(asked).lower():
             lit.set("this", bare(other))
