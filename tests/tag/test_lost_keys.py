@@ -353,3 +353,69 @@ def test_a_batch_reply_missing_a_record_is_an_error_not_a_guess():
     with pytest.raises(TagqlError, match="no option for record 2"):
         engine.choose_many("the author of {title}", ["the author of Hamlet", "the author of Don Quixote"],
                            sorted(set(BOOKS.values())), per_call=2)
+
+
+TOWN_REGION = {"Leeds": "North", "York": "North", "Bath": "South"}
+
+
+@pytest.fixture
+def depots(tmp_path):
+    """Depots named by street addresses, each in a town; towns lost their region key."""
+    path = tmp_path / "depots.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE region (id INTEGER PRIMARY KEY, region TEXT);
+        CREATE TABLE town (id INTEGER PRIMARY KEY, name TEXT);
+        CREATE TABLE depot (id INTEGER PRIMARY KEY, street TEXT, town_id INTEGER REFERENCES town(id));
+        INSERT INTO region VALUES (1, 'North'), (2, 'South');
+        INSERT INTO town VALUES (1, 'Leeds'), (2, 'York'), (3, 'Bath');
+        INSERT INTO depot VALUES (1, '12 Mill Road', 1), (2, '4 Station Street', 1), (3, '88 High Street', 2),
+                                 (4, '7 Abbey Lane', 3), (5, '15 Quay Road', 3);
+    """)
+    con.commit()
+    con.close()
+    return open_database(str(path))
+
+
+@pytest.mark.parametrize("sql, repair, expected", [
+    # a column no table of the query has, stored by the unlinked region table
+    ("SELECT COUNT(*) FROM depot WHERE region = 'north'", lambda p, db: guessed_links(p, db, "", unplaced=True),
+     "SELECT COUNT(*) FROM depot JOIN town AS town ON town.id = depot.town_id JOIN region AS region ON region.region = "
+     "LM_CHOOSE('the region of {name}', town.name, 'region.region') WHERE region.region = 'North'"),
+    # a join over the key the depot does not have: the town is joined before it
+    ("SELECT COUNT(*) FROM depot AS d JOIN region AS r ON d.region_id = r.id WHERE r.region = 'North'", orphaned_joins,
+     "SELECT COUNT(*) FROM depot AS d JOIN town AS town ON town.id = d.town_id JOIN region AS r ON r.region = "
+     "LM_CHOOSE('the region of {name}', town.name, 'region.region') WHERE r.region = 'North'"),
+    # the query reads the town already: its alias is the subject's
+    ("SELECT COUNT(*) FROM depot AS d JOIN town AS t ON t.id = d.town_id WHERE region = 'North'",
+     lambda p, db: guessed_links(p, db, "", unplaced=True), None),
+])
+def test_a_link_asks_about_the_town_of_a_row_named_by_its_street_address(depots, sql, repair, expected):
+    """"The region of {12 Mill Road}" is not askable; the depot's one key up reaches a table named by
+    names, so the link asks "the region of {Leeds}" -- one choice per town, shared by every depot in it."""
+    plan = Plan(sql)
+    assert repair(plan, depots)
+    if expected is None:  # no second town joined
+        assert plan.sql.count("JOIN town") == 1 and "LM_CHOOSE('the region of {name}', t.name, 'region.region')" in plan.sql
+        assert plan.sql.endswith("WHERE region.region = 'North'")
+    else:
+        assert plan.sql == expected
+    asked: list[str] = []
+
+    def fn(messages):
+        town = re.search(r"<record>the region of (.*?)</record>", messages[-1].content).group(1)
+        asked.append(town)
+        return TOWN_REGION[town]
+
+    engine = SemEngine(ScriptedLLM(fn))
+    register_lm_functions(depots, engine)
+    assert execute_with_lm(depots, plan.sql, engine).rows == [(3,)]
+    assert sorted(asked) == ["Bath", "Leeds", "York"]  # one call per town, not per depot
+
+
+def test_a_row_named_by_a_name_is_asked_about_itself(library):
+    """An unqualified column no table of the query has is the top table's (shelf -> book: the book's), and
+    book titles are names (no digits): the link asks about the book, with no walk up its keys."""
+    plan = Plan("SELECT COUNT(*) FROM shelf AS s JOIN book AS b ON b.id = s.book_id WHERE name = 'william shakespeare'")
+    assert guessed_links(plan, library, "", unplaced=True)
+    assert "LM_CHOOSE('the author of {title}', b.title, 'author.name')" in plan.sql

@@ -466,11 +466,14 @@ def _chosen_link(select: Any, orphan: Any, near: tuple[str, Any], far: tuple[str
     naming = _naming_column(far_t, ids, set())
     selected = {c.name.lower() for e in select.expressions for c in e.find_all(exp.Column)
                 if (c.table or "").lower() == near_q.lower()}
-    subject = _naming_column(near_t, ids, selected)
+    steps, subject = _link_subject(near_t, ids, selected, db)
     chosen = _choose_call(far_t, naming, subject, near_q, db) if naming is not None and subject is not None else None
     if chosen is None:
         return ""
     call, n = chosen
+    if steps:
+        at = _join_subject(select, steps, near_q, db, before=orphan.find_ancestor(exp.Join))
+        call.expressions[1].set("table", exp.to_identifier(at))
     link = exp.EQ(this=exp.column(naming.name, table=far_q), expression=call)
     note = (f"{orphan.sql(dialect=db.dialect)} -> {link.sql(dialect=db.dialect)} (a key the database does not "
             f"have: the LM chooses among the {n} stored {far_t.name}.{naming.name})")
@@ -497,6 +500,73 @@ def _choose_call(far: Any, column: Any, subject: Any, near_qualifier: str, db: D
         exp.Literal.string(f"the {_noun(far.name)} of {{{subject.name}}}"),
         exp.column(subject.name, table=near_qualifier), exp.Literal.string(f"{far.name}.{column.name}")])
     return call, int(n)
+
+
+def _reads_as_a_name(table: Any, column: Any, db: Database) -> bool:
+    """Whether the LM can be asked about a row by this column's values: names ("Toronto", "Marvel
+    Comics"), not street addresses or codes ("47 MySakila Drive"), told apart by how many of up to 50
+    stored values hold a digit (at most a third)."""
+    q = db.schema.quote
+    try:
+        rows = db.execute(f"SELECT DISTINCT {q(column.name)} FROM {q(table.name)} WHERE {q(column.name)} IS NOT NULL "
+                          f"LIMIT 50", timeout_s=2.0, row_cap=50).rows
+    except TagqlError:
+        return True
+    values = [str(r[0]) for r in rows]
+    return not values or sum(bool(re.search(r"\d", v)) for v in values) * 3 <= len(values)
+
+
+def _link_subject(near: Any, ids: set[str], selected: set[str], db: Database) -> tuple[list[tuple[Any, str, Any, str]], Any]:
+    """Whom a re-derived link asks about: the near table's naming column, unless its values are not
+    names (:func:`_reads_as_a_name`: "the country of {47 MySakila Drive}" is not askable while the
+    address's city is). Then the key up from it is followed -- only where the table has one key up to a
+    table with a naming column, at most two steps -- to the first table named by names (address ->
+    city). Returns the steps ``(table, its key column, parent, parent's column)`` and the subject column;
+    no steps when the walk finds no such table."""
+    subject = _naming_column(near, ids, selected)
+    table, steps, seen = near, [], {near.name.lower()}
+    while subject is None or not _reads_as_a_name(table, subject, db):
+        ups = []
+        for fk in table.foreign_keys:
+            parent = db.schema.table(fk.ref_table)
+            if parent is None or parent.name.lower() in seen or len(fk.columns) != 1:
+                continue
+            ref = fk.ref_columns[0] if fk.ref_columns else next((c.name for c in parent.columns if c.primary_key), None)
+            if ref is not None and _naming_column(parent, ids, set()) is not None:
+                ups.append((table, fk.columns[0], parent, ref))
+        if len(ups) != 1 or len(steps) == 2:
+            return [], _naming_column(near, ids, selected)
+        steps.append(ups[0])
+        table = ups[0][2]
+        seen.add(table.name.lower())
+        subject = _naming_column(table, ids, set())
+    return steps, subject
+
+
+def _join_subject(select: Any, steps: list[tuple[Any, str, Any, str]], near_q: str, db: Database,
+                  before: Any = None) -> str:
+    """Joins the tables of :func:`_link_subject`'s steps into ``select`` (before the join ``before``,
+    else last), reusing one the query already reads; returns the qualifier of the subject's table."""
+    from sqlglot import exp
+
+    read = {t.name.lower(): s.alias_or_name for s, t in _query_tables(select, db) if t is not None}
+    taken = {s.alias_or_name.lower() for s, _t in _query_tables(select, db)}
+    at = near_q
+    for _table, key, parent, ref in steps:
+        if parent.name.lower() in read:
+            at = read[parent.name.lower()]
+            continue
+        alias = parent.name
+        while alias.lower() in taken:
+            alias += "_1"
+        taken.add(alias.lower())
+        join = exp.Join(this=exp.Table(this=exp.to_identifier(parent.name), alias=exp.TableAlias(this=exp.to_identifier(alias))),
+                        on=exp.EQ(this=exp.column(ref, table=alias), expression=exp.column(key, table=at)))
+        joins = select.args.get("joins") or []
+        index = next((i for i, j in enumerate(joins) if j is before), len(joins))
+        select.set("joins", [*joins[:index], join, *joins[index:]])
+        read[parent.name.lower()] = at = alias
+    return at
 
 
 def guessed_links(plan: Plan, db: Database, question: str, *, unplaced: bool = False) -> list[str]:
@@ -539,8 +609,7 @@ def _links_in(select: Any, db: Database, question: str, links: dict[str, set[str
         todo = []
         for col in select.find_all(exp.Column):
             values, _negated = _compared_constants(col)
-            owner = by_alias.get(col.table.lower()) if col.table else (
-                next(iter(by_alias.values())) if len(by_alias) == 1 else None)
+            owner = by_alias.get(col.table.lower()) if col.table else _top_table(list(by_alias.values()), col.name)
             if values and owner is not None and owner.column(col.name) is None \
                     and col.find_ancestor(exp.Select) is select:
                 todo.append((col.parent, owner, col.name, values))
@@ -555,6 +624,17 @@ def _links_in(select: Any, db: Database, question: str, links: dict[str, set[str
         if note:
             notes.append(note)
     return notes
+
+
+def _top_table(tables: list[Any], column: str) -> Any:
+    """Whose an unqualified column is that none of the query's ``tables`` has: the one table the others'
+    keys point up to and that points up to none of them (shelf -> book: the book), the entity the rows
+    belong to; None when it is not one table."""
+    if any(t.column(column) is not None for t in tables):
+        return None
+    names = {t.name.lower() for t in tables}
+    tops = [t for t in tables if not any(fk.ref_table.lower() in names - {t.name.lower()} for fk in t.foreign_keys)]
+    return tops[0] if len(tops) == 1 else None
 
 
 def _choice_join(select: Any, node: Any, near: Any, named: str | None, values: list[str], written: dict[str, str],
@@ -594,11 +674,17 @@ def _choice_join(select: Any, node: Any, near: Any, named: str | None, values: l
     if found is None:
         return ""
     far, col, stored = found
-    subject = _naming_column(near, ids, set())
+    steps, subject = _link_subject(near, ids, set(), db)
     chosen = _choose_call(far, col, subject, written[near.name.lower()], db) if subject is not None else None
     if chosen is None:
         return ""
     call, n = chosen
+    if steps:
+        at = _join_subject(select, steps, written[near.name.lower()], db)
+        call.expressions[1].set("table", exp.to_identifier(at))
+        for source, table in _query_tables(select, db):
+            if table is not None:
+                written.setdefault(table.name.lower(), source.alias_or_name)
     alias = far.name
     while alias.lower() in {w.lower() for w in written.values()} or alias.lower() in written:
         alias += "_1"
