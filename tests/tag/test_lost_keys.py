@@ -16,8 +16,8 @@ from tagql.tag.cache import OpCache
 from tagql.tag.operators import SemEngine
 from tagql.errors import TagqlError
 from tagql.tag import udf
-from tagql.tag.plan import (Plan, PlanError, Planner, guessed_links, inline_self_subqueries, orphaned_joins, run_plan,
-                            unjoinable)
+from tagql.tag.plan import (Plan, PlanError, Planner, guessed_links, inline_self_subqueries, invented_fact_columns,
+                            orphaned_joins, run_plan, unjoinable)
 from tagql.tag.udf import execute_with_lm, register_lm_functions
 
 BOOKS = {  # title -> author; the book table does not say who wrote it
@@ -419,3 +419,11 @@ def test_a_row_named_by_a_name_is_asked_about_itself(library):
     plan = Plan("SELECT COUNT(*) FROM shelf AS s JOIN book AS b ON b.id = s.book_id WHERE name = 'william shakespeare'")
     assert guessed_links(plan, library, "", unplaced=True)
     assert "LM_CHOOSE('the author of {title}', b.title, 'author.name')" in plan.sql
+
+
+def test_a_fact_no_table_stores_is_asked_about_the_town_of_a_depot(depots):
+    """The same walk for a made-up column (a fact the LM gives): the climate of a town, not of a street."""
+    plan = Plan("SELECT street FROM depot WHERE climate = 'wet'")
+    assert invented_fact_columns(plan, depots)
+    assert plan.sql == ("SELECT street FROM depot JOIN town AS town ON town.id = depot.town_id "
+                        "WHERE LM_FILTER('the climate of {name} is wet', town.name)")

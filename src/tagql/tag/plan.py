@@ -265,14 +265,16 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False,
             continue
         if name in _DATE_PART and db.backend.strftime_dates and _stored_date(select, db) is not None:
             continue  # a part of a stored date: the error's hint says how to read it (STRFTIME)
-        subject = _naming_column(table, ids, selected)
+        steps, subject = _link_subject(table, ids, selected, db)
         if subject is not None:
-            todo.append((col, qualifier, table, subject))
+            todo.append((col, qualifier, table, subject, steps))
             if isinstance(col.parent, exp.Select):  # mapped under its own name: a later bare use reads it
                 named.add(name)
     # the question's own condition, when it is the one thing the query compares a made-up column with
     compared = [t for t in todo if _compared_constants(t[0])[0]]
-    for col, qualifier, table, subject in todo:
+    for col, qualifier, table, subject, steps in todo:
+        if steps:  # asked about the row's town, not its street address: the town joined
+            qualifier, table = _join_subject(select, steps, qualifier, db), steps[-1][2]
         fact = f"the {col.name.replace('_', ' ')} of {{{subject.name}}}"
         arg = exp.column(subject.name, table=qualifier)
         claim = criterion(subject.name, table.name) if criterion is not None and len(compared) == 1 \
@@ -428,9 +430,10 @@ def orphaned_joins(plan: Plan, db: Database) -> list[str]:
     near_table = aliases[near]
     selected = {c.name.lower() for e in select.expressions for c in e.find_all(exp.Column)
                 if owner(c) == near}
-    subject = _naming_column(near_table, ids, selected)
+    steps, subject = _link_subject(near_table, ids, selected, db)
     if subject is None:
         return []
+    asked_at = _join_subject(select, steps, written[near], db) if steps else written[near]
     refs = [c for c in select.find_all(exp.Column) if owner(c) in dropped]
     for col in refs:
         table = aliases[owner(col)]
@@ -439,7 +442,7 @@ def orphaned_joins(plan: Plan, db: Database) -> list[str]:
         about = name in ids or "name" in name or name == noun.replace(" ", "_") or name == noun.split()[-1]
         fact = f"the {noun} of {{{subject.name}}}" if about else \
             f"the {col.name.replace('_', ' ').lower()} of the {noun} of {{{subject.name}}}"
-        arg = exp.column(subject.name, table=written[near])
+        arg = exp.column(subject.name, table=asked_at)
         if col.find_ancestor(exp.Order) is not None and not _compared_constants(col)[0]:
             # an order wants a number, as in invented_order_columns
             node, call = col, exp.Anonymous(this="LM_NUMBER", expressions=[exp.Literal.string(fact), arg])
