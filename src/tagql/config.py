@@ -158,7 +158,9 @@ class TagSettings(BaseModel):
     # a join over a key the database lost chooses each row's far name once (LM_CHOOSE, then cached for every
     # later question): up to this many such calls come on top of max_lm_calls, so the first question over
     # sakila's 599 cities or superhero's 750 heroes can run at all (bench/tag/lost_link.py: choosing placed
-    # rows better than a yes/no filter per name, F1 0.659 vs 0.464 on the train databases); 0 = no allowance
+    # rows better than a yes/no filter per name, F1 0.659 vs 0.464 on the train databases); the same for a fact
+    # asked of each stored row by LM_MAP / LM_NUMBER (a column the database lacks: world_1's 239 independence
+    # years), each counted before the statement runs (udf.budget_facts); 0 = no allowance
     max_link_calls: int = 1000
     batch_size: int = 1  # rows per LM call for filter/map (1 = one grammar-constrained call per distinct row)
     cache: bool = True  # persistent operator cache under cache_dir/tag_cache.sqlite

@@ -155,3 +155,41 @@ def test_code_glossing_stops_quietly_at_the_call_cap():
     eng = SemEngine(llm, max_calls=0, glossary={"element": {"cl": "Chlorine"}}, code_columns={"element"})
     assert eng.fill("{element} is a metal", {"element": "k"}) == "k is a metal"
     assert llm.prompts == []
+
+
+FOUNDED = "SELECT publisher_name, LM_NUMBER('the founding year of {publisher_name}', publisher_name) FROM publisher"
+
+
+def test_a_fact_about_each_stored_row_runs_within_its_own_budget(superhero):
+    """25 publishers, a cap of 5 calls: a fact asked of each stored row (a column the database lacks) is
+    the same for every question, so up to ``max_link_calls`` come on top of the cap, which stays whole."""
+    llm = ScriptedLLM(lambda m: '{"value": 1950, "scale": "units"}')
+    eng = SemEngine(llm, max_calls=5, max_link_calls=30)
+    register_lm_functions(superhero, eng)
+    rows = execute_with_lm(superhero, FOUNDED, eng).rows
+    assert len(rows) == 25 and {r[1] for r in rows} == {1950.0}
+    assert eng.stats.lm_calls == 25 and eng.max_calls - eng.stats.lm_calls == 5
+
+
+def test_a_fact_over_more_rows_than_both_budgets_stops_before_the_first_call(superhero):
+    llm = ScriptedLLM(lambda m: '{"value": 1950, "scale": "units"}')
+    eng = SemEngine(llm, max_calls=5, max_link_calls=10)
+    register_lm_functions(superhero, eng)
+    with pytest.raises(LMCallLimitExceeded) as err:
+        execute_with_lm(superhero, FOUNDED, eng)
+    assert "each of 25 rows; 5 of the 5 calls" in str(err.value) and "may take 10" in str(err.value)
+    assert "TAGQL_TAG__MAX_LINK_CALLS" in err.value.one_line() and not llm.prompts
+
+
+def test_a_fact_after_a_narrowing_lm_filter_is_not_stopped_by_its_upper_bound(superhero):
+    """Where an LM filter narrows the rows, the count (25) only bounds the facts asked: the filter keeps 3
+    publishers, so 25 judgements + 3 facts fit a cap of 28 although 25 facts would not."""
+    def reply(messages):
+        return judge(messages) if "<statement>" in messages[-1].content else '{"value": 1950, "scale": "units"}'
+
+    llm = ScriptedLLM(reply)
+    eng = SemEngine(llm, max_calls=28, max_link_calls=10, cascade="off")
+    register_lm_functions(superhero, eng)
+    rows = execute_with_lm(superhero, FOUNDED + " WHERE LM_FILTER('{publisher_name} is a person', publisher_name)",
+                           eng).rows
+    assert sorted(r[0] for r in rows) == sorted(PEOPLE) and eng.stats.lm_calls == 28

@@ -275,7 +275,7 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False,
     for col, qualifier, table, subject, steps in todo:
         if steps:  # asked about the row's town, not its street address: the town joined
             qualifier, table = _join_subject(select, steps, qualifier, db), steps[-1][2]
-        fact = f"the {col.name.replace('_', ' ')} of {{{subject.name}}}"
+        fact = f"the {_column_words(col.name)} of {{{subject.name}}}"
         arg = exp.column(subject.name, table=qualifier)
         claim = criterion(subject.name, table.name) if criterion is not None and len(compared) == 1 \
             and compared[0][0] is col and not _compared_constants(col)[1] else None
@@ -297,6 +297,12 @@ def _naming_column(table: Any, ids: set[str], selected: set[str]) -> Any:
     return next((c for c in text if c.name.lower() in selected and "name" in c.name.lower()), None) or \
         next((c for c in text if c.name.lower() in selected), None) or \
         next((c for c in text if "name" in c.name.lower()), None) or next(iter(text), None)
+
+
+def _column_words(name: str) -> str:
+    """``YearOfIndependence`` / ``home_planet`` -> ``year of independence`` / ``home planet``: a column the
+    model made up, said as the fact it names (the 1.5B model writes both forms)."""
+    return " ".join(re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name).replace("_", " ").lower().split())
 
 
 def _noun(table_name: str) -> str:
@@ -441,7 +447,7 @@ def orphaned_joins(plan: Plan, db: Database) -> list[str]:
         name = col.name.lower()
         about = name in ids or "name" in name or name == noun.replace(" ", "_") or name == noun.split()[-1]
         fact = f"the {noun} of {{{subject.name}}}" if about else \
-            f"the {col.name.replace('_', ' ').lower()} of the {noun} of {{{subject.name}}}"
+            f"the {_column_words(col.name)} of the {noun} of {{{subject.name}}}"
         arg = exp.column(subject.name, table=asked_at)
         if col.find_ancestor(exp.Order) is not None and not _compared_constants(col)[0]:
             # an order wants a number, as in invented_order_columns

@@ -347,6 +347,57 @@ def prefetch_choices(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
     return chosen_for
 
 
+def budget_facts(db: Database, sql: str, engine: SemEngine, *, timeout_s: float = 60.0) -> int:
+    """Count, before the statement runs, the distinct inputs of each ``LM_MAP`` / ``LM_NUMBER`` over stored
+    columns (``LM_MAP('the year of independence of {Name}', Name)``: a column the database lacks, asked of
+    each row). Such a fact is the same for every question over the database and cached, as a lost link
+    is, so up to ``engine.max_link_calls`` uncached inputs come on top of the question's cap; row by row,
+    world_1's 239 countries spent the 200-call cap and stopped. More than that, when the count is exact
+    (no other LM call narrows the rows) and over the calls left, it stops before the first call. Returns
+    the calls added to the budget; a call this cannot read is left to the cap."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read=db.dialect)
+    except sqlglot.errors.ParseError:
+        return 0
+    added = 0
+    for call in list(tree.find_all(exp.Anonymous)):
+        name = call.name.upper()
+        select = call.find_ancestor(exp.Select)
+        if name not in ("LM_MAP", "LM_NUMBER") or len(call.expressions) < 2 or not isinstance(select, exp.Select):
+            continue
+        instr, *args = call.expressions
+        if not (isinstance(instr, exp.Literal) and instr.is_string) or not all(isinstance(a, exp.Column) for a in args):
+            continue
+        where = select.args.get("where")
+        conjuncts = [] if where is None else list(where.this.flatten()) if isinstance(where.this, exp.And) \
+            else [where.this]
+        plain = [c for c in conjuncts if not any(f.name.upper() in FUNCTIONS for f in c.find_all(exp.Anonymous))]
+        rows = _input_counts(db, select, args, plain, timeout_s=timeout_s)
+        if rows is None:
+            continue
+        instruction = repair_braces(instr.this)
+        try:
+            inputs = [_bind(instruction, tuple(values), name, engine) for *values, _n in rows]
+        except OperatorError:
+            continue  # the statement's own call says what is wrong
+        uncached = len(engine.uncached_facts("map" if name == "LM_MAP" else "number", instruction, inputs))
+        left = engine.max_calls - engine.stats.lm_calls
+        if 0 < uncached <= engine.max_link_calls:
+            engine.max_calls += uncached
+            added += uncached
+        elif uncached > left and len(plain) == len(conjuncts):
+            raise LMCallLimitExceeded(
+                f"{name}({instruction!r}) needs an LM call for each of {uncached} rows; {left} of the "
+                f"{engine.max_calls} calls for this question are left"
+                + (f" and a fact about each row may take {engine.max_link_calls}" if engine.max_link_calls else ""),
+                "narrow the question, filter with SQL first, or raise TAGQL_TAG__MAX_LINK_CALLS "
+                "(a fact about each stored row) or TAGQL_TAG__MAX_LM_CALLS")
+    return added
+
+
 def load_choices(db: Database, sql: str, engine: SemEngine) -> list[str]:
     """Read the stored values each ``LM_CHOOSE`` of ``sql`` chooses among (its last argument, a
     ``'table.column'`` literal) into ``engine.choices``; returns the sources read. A source that is not a
@@ -391,6 +442,8 @@ def execute_with_lm(db: Database, sql: str, engine: SemEngine, *, timeout_s: flo
         prefetch_choices(db, sql, engine)
     if "LM_FILTER" in sql.upper():
         prefetch_filters(db, sql, engine)
+    if "LM_MAP" in sql.upper() or "LM_NUMBER" in sql.upper():
+        budget_facts(db, sql, engine)
     try:
         result = db.execute(sql, timeout_s=timeout_s)
     except QueryFailed:

@@ -123,6 +123,12 @@ class MapEngine(EngineBase):
         tag = _choice_tag(instruction, _options(options))
         return [it for it in dict.fromkeys(items) if self.cache.get(self._key("choose", tag, it)) is None]
 
+    def uncached_facts(self, kind: str, instruction: str, items: Sequence[str]) -> list[str]:
+        """The distinct ``items`` whose ``map_many`` (``kind="map"``) or ``number_many`` (``"number"``)
+        answer is not cached (each one an LM call)."""
+        key = "map" if kind == "map" else "number_scaled"
+        return [it for it in dict.fromkeys(items) if self.cache.get(self._key(key, instruction, it)) is None]
+
     def number_many(self, instruction: str, items: list[str], *, style: str = "scaled") -> list[float | None]:
         """One number per item (``LM_NUMBER``: a year, a population, a month's number), constrained so the
         reply sorts as one (``map`` answers in words: "about 39 million"). A reply that is not a number
