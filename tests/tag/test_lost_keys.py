@@ -427,3 +427,33 @@ def test_a_fact_no_table_stores_is_asked_about_the_town_of_a_depot(depots):
     assert invented_fact_columns(plan, depots)
     assert plan.sql == ("SELECT street FROM depot JOIN town AS town ON town.id = depot.town_id "
                         "WHERE LM_FILTER('the climate of {name} is wet', town.name)")
+
+
+def test_a_fact_is_asked_of_the_row_name_not_of_a_selected_category(tmp_path):
+    """``region`` is selected but names groups of countries (2 values over 4 rows): "the year of
+    independence of {region}" cannot be answered, "... of {name}" can."""
+    path = tmp_path / "nations.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("CREATE TABLE country (code TEXT PRIMARY KEY, name TEXT, region TEXT);"
+                      "INSERT INTO country VALUES ('A', 'Chile', 'South America'), ('B', 'Peru', 'South America'),"
+                      "('C', 'India', 'Asia'), ('D', 'Laos', 'Asia');")
+    con.commit()
+    con.close()
+    plan = Plan("SELECT region, COUNT(*) FROM country WHERE YearOfIndependence > 1900 GROUP BY region")
+    assert invented_fact_columns(plan, open_database(str(path)))
+    assert plan.sql == ("SELECT region, COUNT(*) FROM country WHERE LM_NUMBER('the year of independence of "
+                        "{name}', country.name) > 1900 GROUP BY region")
+
+
+@pytest.mark.parametrize("use, call", [
+    ("YearOfIndependence BETWEEN 1801 AND 1900", "LM_NUMBER"),
+    ("(YearOfIndependence) <= 1900", "LM_NUMBER"),
+    ("YearOfIndependence + 1 > 1900", "LM_NUMBER"),
+    ("YearOfIndependence > '1900'", "LM_MAP"),  # text against text: compared as written
+    ("YearOfIndependence IS NOT NULL", "LM_MAP"),
+])
+def test_a_made_up_column_read_as_a_number_is_asked_as_one(library, use, call):
+    """As LM_MAP text, ``> 1900`` let every row through: SQLite orders any text above any number."""
+    plan = Plan(f"SELECT title FROM book WHERE {use}")
+    assert invented_fact_columns(plan, library)
+    assert f"{call}('the year of independence of {{title}}', book.title)" in plan.sql, plan.sql

@@ -525,14 +525,30 @@ def _reads_as_a_name(table: Any, column: Any, db: Database) -> bool:
     return not values or sum(bool(re.search(r"\d", v)) for v in values) * 3 <= len(values)
 
 
+def _names_rows(table: Any, column: Any, db: Database) -> bool:
+    """Whether ``column`` tells ``table``'s rows apart (distinct values for at least 90 % of its non-empty
+    rows): a country's name does, its region (25 values over 239 countries) does not."""
+    q = db.schema.quote
+    try:
+        distinct, filled = db.execute(f"SELECT COUNT(DISTINCT {q(column.name)}), COUNT({q(column.name)}) FROM "
+                                      f"{q(table.name)}", timeout_s=2.0, row_cap=1).rows[0]
+    except TagqlError:
+        return True
+    return not filled or distinct * 10 >= filled * 9
+
+
 def _link_subject(near: Any, ids: set[str], selected: set[str], db: Database) -> tuple[list[tuple[Any, str, Any, str]], Any]:
-    """Whom a re-derived link asks about: the near table's naming column, unless its values are not
+    """Whom a re-derived link asks about: the near table's naming column (a selected one only if it
+    tells rows apart, :func:`_names_rows`), unless its values are not
     names (:func:`_reads_as_a_name`: "the country of {47 MySakila Drive}" is not askable while the
     address's city is). Then the key up from it is followed -- only where the table has one key up to a
     table with a naming column, at most two steps -- to the first table named by names (address ->
     city). Returns the steps ``(table, its key column, parent, parent's column)`` and the subject column;
     no steps when the walk finds no such table."""
     subject = _naming_column(near, ids, selected)
+    plain = _naming_column(near, ids, set())
+    if subject is not None and plain is not None and subject is not plain and not _names_rows(near, subject, db):
+        subject = plain  # a selected category (``Region``) names groups of rows, not a row
     table, steps, seen = near, [], {near.name.lower()}
     while subject is None or not _reads_as_a_name(table, subject, db):
         ups = []
@@ -886,17 +902,36 @@ def _compared_constants(col: Any) -> tuple[list[str], bool]:
     return values, bool(values) and negated
 
 
+def _wants_number(col: Any) -> bool:
+    """Whether ``col`` is read as a number: ordered against a number (``> 1900``, ``BETWEEN 1801 AND 1900``),
+    or summed, averaged or computed with. As ``LM_MAP`` text it would compare wrong without an error
+    (SQLite puts any text above any number: every row passed ``> 1900``)."""
+    from sqlglot import exp
+
+    node, parent = col, col.parent
+    while isinstance(parent, exp.Paren):
+        node, parent = parent, parent.parent
+    if isinstance(parent, (exp.GT, exp.GTE, exp.LT, exp.LTE)):
+        other = parent.expression if parent.this is node else parent.this
+        return isinstance(other, exp.Literal) and not other.is_string
+    if isinstance(parent, exp.Between) and parent.this is node:
+        return all(isinstance(parent.args.get(k), exp.Literal) and not parent.args[k].is_string for k in ("low", "high"))
+    return isinstance(parent, (exp.Sum, exp.Avg, exp.Add, exp.Sub, exp.Mul, exp.Div))
+
+
 def _fact_call(col: Any, fact: str, arg: Any, claim: str | None = None) -> tuple[Any, Any]:
     """What replaces an invented column: a comparison with constants (``country = 'Japan'``, ``IN``, ``<>``)
     becomes an ``LM_FILTER`` on the statement it makes (the LM judges "the country of {name} is Japan"
     instead of its map having to spell 'Japan' the same way; ``claim``, when given, is the statement);
-    anything else is ``LM_MAP`` of the fact. Returns (the node replaced, its replacement)."""
+    a use that reads a number (:func:`_wants_number`) is ``LM_NUMBER``, anything else ``LM_MAP`` of the
+    fact. Returns (the node replaced, its replacement)."""
     from sqlglot import exp
 
     parent = col.parent
     values, negated = _compared_constants(col)
     if not values:
-        return col, exp.Anonymous(this="LM_MAP", expressions=[exp.Literal.string(fact), arg])
+        return col, exp.Anonymous(this="LM_NUMBER" if _wants_number(col) else "LM_MAP",
+                                  expressions=[exp.Literal.string(fact), arg])
     claim = claim or (f"{fact} is {values[0]}" if len(values) == 1 else f"{fact} is one of: {', '.join(values)}")
     call: Any = exp.Anonymous(this="LM_FILTER", expressions=[exp.Literal.string(claim), arg])
     node = parent.parent if isinstance(parent, exp.In) and isinstance(parent.parent, exp.Not) else parent
