@@ -572,6 +572,10 @@ def test_flag_columns_are_totalled_for_the_chooser():
      ["category", "total"], [("Parking", 120.5), ("Food", 80.0)], "parking"),
     ("Which is heavier? Answer 'transition metals' or 'metalloids'.",
      ["metalloids_count", "transition_metals_count"], [(7, 2)], "metalloids"),
+    # aliases that say the answers in other words: the column sharing most of each answer's words
+    ("Were more bridges built in northern towns before 1900 or in southern towns after 1950? "
+     "Answer 'Northern, before 1900' or 'Southern, after 1950'.",
+     ["north_before_1900", "south_after_1950"], [(2, 9)], "Southern, after 1950"),
 ])
 def test_numbers_that_decide_an_offered_answer_decide_it(question, columns, rows, expected):
     from tagql.db.connection import Result
@@ -588,6 +592,8 @@ def test_numbers_that_decide_an_offered_answer_decide_it(question, columns, rows
     ("Are there more people or companies? Answer 'people' or 'companies'.", ["n"], [(4,)]),  # one number
     ("Are there more metals or transition metals? Answer 'metals' or 'transition metals'.",
      ["transition_metals"], [(4,)]),  # one column fits both answers
+    ("Are there more red cars or red trucks? Answer 'red cars' or 'red trucks'.",
+     ["red_count", "blue_count"], [(4, 1)]),  # the closest column is the same one for both answers
 ])
 def test_numbers_that_do_not_decide_are_left_to_the_lm(question, columns, rows):
     from tagql.db.connection import Result
