@@ -91,3 +91,40 @@ def test_the_real_model_compares_two_answers_by_counting_both(llm, lost_key_hero
                         "Answer 'Marvel Comics' or 'DC Comics'.", "tag")
     assert a.values == ["Marvel Comics"], (a.sql, a.rows, a.plan)
     assert "Marvel Comics" in a.sql and "DC Comics" in a.sql, a.sql
+
+
+@pytest.fixture()
+def nations(tmp_path):
+    """Countries without their independence year: a column the database lost."""
+    import sqlite3
+
+    from tagql.db import open_database
+
+    path = tmp_path / "nations.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE country (code TEXT PRIMARY KEY, name TEXT, continent TEXT, population INTEGER);
+        INSERT INTO country VALUES ('USA', 'United States', 'North America', 331000000),
+            ('IND', 'India', 'Asia', 1380000000), ('KEN', 'Kenya', 'Africa', 53000000),
+            ('NGA', 'Nigeria', 'Africa', 206000000);
+    """)
+    con.commit()
+    con.close()
+    return open_database(path)
+
+
+def test_the_real_model_counts_by_a_fact_the_database_lost_beyond_the_call_cap(llm, nations, tmp_path):
+    """No table stores when a country became independent: the year is asked of each country as a number
+    (``LM_NUMBER``, so ``> 1950`` compares numbers), and the four countries are asked with a per-question cap
+    of 3 calls, the fact's own budget (``tag.max_link_calls``) covering them. Kenya (1963) and Nigeria
+    (1960) are after 1950; the United States (1776) and India (1947) before. (Mexico and Brazil are left out:
+    asked "the year of independence of" them, the 1.5B model says 1982 and 1922.)"""
+    from tagql.config import load_settings
+    from tagql.methods import answer
+    from tagql.pipeline import TagQL
+
+    settings = load_settings(cache_dir=str(tmp_path / "cache"), tag={"max_lm_calls": 3})
+    session = TagQL(nations, llm, settings=settings)
+    a = answer(session, "How many countries became independent after 1950?", "tag")
+    assert a.values == [2], (a.sql, a.rows, a.plan)
+    assert "LM_NUMBER(" in a.sql, a.sql
