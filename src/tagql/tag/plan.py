@@ -549,6 +549,7 @@ def _link_subject(near: Any, ids: set[str], selected: set[str], db: Database) ->
     plain = _naming_column(near, ids, set())
     if subject is not None and plain is not None and subject is not plain and not _names_rows(near, subject, db):
         subject = plain  # a selected category (``Region``) names groups of rows, not a row
+    first = subject
     table, steps, seen = near, [], {near.name.lower()}
     while subject is None or not _reads_as_a_name(table, subject, db):
         ups = []
@@ -560,7 +561,7 @@ def _link_subject(near: Any, ids: set[str], selected: set[str], db: Database) ->
             if ref is not None and _naming_column(parent, ids, set()) is not None:
                 ups.append((table, fk.columns[0], parent, ref))
         if len(ups) != 1 or len(steps) == 2:
-            return [], _naming_column(near, ids, selected)
+            return [], first
         steps.append(ups[0])
         table = ups[0][2]
         seen.add(table.name.lower())
