@@ -282,7 +282,8 @@ def _closest_columns(want: set[str], columns: Iterable[str]) -> list[str]:
 
 
 def _stems(text: str) -> set[str]:
-    return stems(text, ALNUM)
+    """Word stems, camelCase and digits split off (the model's alias ``SouthAmericanBefore1830``)."""
+    return stems(re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])", " ", text), ALNUM)
 
 
 def choose(session: TagQL, question: str, result: Result, choices: list[str]) -> str:

@@ -576,6 +576,9 @@ def test_flag_columns_are_totalled_for_the_chooser():
     ("Were more bridges built in northern towns before 1900 or in southern towns after 1950? "
      "Answer 'Northern, before 1900' or 'Southern, after 1950'.",
      ["north_before_1900", "south_after_1950"], [(2, 9)], "Southern, after 1950"),
+    ("Were more bridges built in northern towns before 1900 or in southern towns after 1950? "
+     "Answer 'Northern, before 1900' or 'Southern, after 1950'.",
+     ["NorthBefore1900", "SouthAfter1950"], [(2, 9)], "Southern, after 1950"),  # camelCase aliases
 ])
 def test_numbers_that_decide_an_offered_answer_decide_it(question, columns, rows, expected):
     from tagql.db.connection import Result
