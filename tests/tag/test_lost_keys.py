@@ -361,9 +361,7 @@ TOWN_REGION = {"Leeds": "North", "York": "North", "Bath": "South"}
 @pytest.fixture
 def depots(tmp_path):
     """Depots named by street addresses, each in a town; towns lost their region key."""
-    path = tmp_path / "depots.sqlite"
-    con = sqlite3.connect(path)
-    con.executescript("""
+    return _database(tmp_path / "depots.sqlite", """
         CREATE TABLE region (id INTEGER PRIMARY KEY, region TEXT);
         CREATE TABLE town (id INTEGER PRIMARY KEY, name TEXT);
         CREATE TABLE depot (id INTEGER PRIMARY KEY, street TEXT, town_id INTEGER REFERENCES town(id));
@@ -372,6 +370,12 @@ def depots(tmp_path):
         INSERT INTO depot VALUES (1, '12 Mill Road', 1), (2, '4 Station Street', 1), (3, '88 High Street', 2),
                                  (4, '7 Abbey Lane', 3), (5, '15 Quay Road', 3);
     """)
+
+
+def _database(path, script: str):
+    """A SQLite file made by ``script``, opened."""
+    con = sqlite3.connect(path)
+    con.executescript(script)
     con.commit()
     con.close()
     return open_database(str(path))
@@ -432,15 +436,12 @@ def test_a_fact_no_table_stores_is_asked_about_the_town_of_a_depot(depots):
 def test_a_fact_is_asked_of_the_row_name_not_of_a_selected_category(tmp_path):
     """``region`` is selected but names groups of countries (2 values over 4 rows): "the year of
     independence of {region}" cannot be answered, "... of {name}" can."""
-    path = tmp_path / "nations.sqlite"
-    con = sqlite3.connect(path)
-    con.executescript("CREATE TABLE country (code TEXT PRIMARY KEY, name TEXT, region TEXT);"
-                      "INSERT INTO country VALUES ('A', 'Chile', 'South America'), ('B', 'Peru', 'South America'),"
-                      "('C', 'India', 'Asia'), ('D', 'Laos', 'Asia');")
-    con.commit()
-    con.close()
+    nations = _database(tmp_path / "nations.sqlite",
+                        "CREATE TABLE country (code TEXT PRIMARY KEY, name TEXT, region TEXT);"
+                        "INSERT INTO country VALUES ('A', 'Chile', 'South America'), ('B', 'Peru', 'South America'),"
+                        "('C', 'India', 'Asia'), ('D', 'Laos', 'Asia');")
     plan = Plan("SELECT region, COUNT(*) FROM country WHERE YearOfIndependence > 1900 GROUP BY region")
-    assert invented_fact_columns(plan, open_database(str(path)))
+    assert invented_fact_columns(plan, nations)
     assert plan.sql == ("SELECT region, COUNT(*) FROM country WHERE LM_NUMBER('the year of independence of "
                         "{name}', country.name) > 1900 GROUP BY region")
 

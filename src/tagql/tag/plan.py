@@ -307,7 +307,7 @@ def _column_words(name: str) -> str:
 
 def _noun(table_name: str) -> str:
     """``countries`` -> ``country``, ``car_makers`` -> ``car maker``: what one row of a table is."""
-    words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", table_name).replace("_", " ").lower().split()
+    words = _column_words(table_name).split()
     last = words[-1] if words else table_name.lower()
     last = last[:-3] + "y" if last.endswith("ies") else last[:-1] if re.search(r"[^s]s$", last) else last
     return " ".join([*words[:-1], last])
@@ -575,8 +575,9 @@ def _join_subject(select: Any, steps: list[tuple[Any, str, Any, str]], near_q: s
     else last), reusing one the query already reads; returns the qualifier of the subject's table."""
     from sqlglot import exp
 
-    read = {t.name.lower(): s.alias_or_name for s, t in _query_tables(select, db) if t is not None}
-    taken = {s.alias_or_name.lower() for s, _t in _query_tables(select, db)}
+    sources = _query_tables(select, db)
+    read = {t.name.lower(): s.alias_or_name for s, t in sources if t is not None}
+    taken = {s.alias_or_name.lower() for s, _t in sources}
     at = near_q
     for _table, key, parent, ref in steps:
         if parent.name.lower() in read:

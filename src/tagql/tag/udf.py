@@ -194,6 +194,41 @@ def uses_lm_functions(sql: str) -> bool:
     return any(f + "(" in up.replace(" (", "(") for f in FUNCTIONS)
 
 
+def _conjuncts(where: Any) -> list[Any]:
+    """The AND-ed conditions of a WHERE (none without one)."""
+    from sqlglot import exp
+
+    if where is None:
+        return []
+    return list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+
+
+def _without_lm(conjuncts: list[Any]) -> list[Any]:
+    """The conditions that call no LM function (the database can apply them in a probe)."""
+    from sqlglot import exp
+
+    return [c for c in conjuncts if not any(f.name.upper() in FUNCTIONS for f in c.find_all(exp.Anonymous))]
+
+
+def _own_budget(engine: SemEngine, call: str, uncached: int, *, exact: bool, what: str, kind: str) -> int:
+    """A lost link's or a stored row's fact's own budget (``engine.max_link_calls``): its ``uncached`` calls
+    come on top of the question's cap when they fit it; else, when the count is ``exact`` and more than the
+    calls left, stop before the first call. ``what`` names it in the message ("a lost link"), ``kind`` in
+    the hint ("a join over a lost key"). Returns the calls added."""
+    left = engine.max_calls - engine.stats.lm_calls
+    if 0 < uncached <= engine.max_link_calls:
+        engine.max_calls += uncached  # the question's calls stay for the rest
+        return uncached
+    if exact and uncached > left:
+        raise LMCallLimitExceeded(
+            f"{call} needs an LM call for each of {uncached} rows; {left} of the {engine.max_calls} calls for "
+            f"this question are left" + (f" and {what} may take {engine.max_link_calls}" if engine.max_link_calls
+                                         else ""),
+            f"narrow the question, filter with SQL first, or raise TAGQL_TAG__MAX_LINK_CALLS ({kind}) or "
+            "TAGQL_TAG__MAX_LM_CALLS")
+    return 0
+
+
 def _filter_conjuncts(sql: str, dialect: str) -> list[tuple[Any, Any, list[Any]]]:
     """(``LM_FILTER`` call, its SELECT, the SELECT's other conjuncts without LM calls) for each call that
     is a conjunct of a WHERE (``LM_FILTER(..)``, ``= 1``, ``= 0``, ``NOT``): the rows that reach it are
@@ -207,8 +242,8 @@ def _filter_conjuncts(sql: str, dialect: str) -> list[tuple[Any, Any, list[Any]]
         select = where.parent
         if not isinstance(select, exp.Select) or (select.args.get("limit") and not select.args.get("order")):
             continue  # LIMIT without ORDER BY stops early: judging every input up front could cost more
-        conjuncts = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
-        plain = [c for c in conjuncts if not any(f.name.upper() in FUNCTIONS for f in c.find_all(exp.Anonymous))]
+        conjuncts = _conjuncts(where)
+        plain = _without_lm(conjuncts)
         for c in conjuncts:
             core = c.this if isinstance(c, exp.Not) else c
             if isinstance(core, (exp.EQ, exp.NEQ)) and isinstance(core.expression, exp.Literal):
@@ -313,11 +348,8 @@ def prefetch_choices(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
                 or not isinstance(join.this, exp.Table) or (select.args.get("limit") and not select.args.get("order")):
             continue
         far = join.this.alias_or_name.lower()
-        where = select.args.get("where")
-        conjuncts = [] if where is None else list(where.this.flatten()) if isinstance(where.this, exp.And) \
-            else [where.this]
-        plain = [c for c in conjuncts if not any(f.name.upper() in FUNCTIONS for f in c.find_all(exp.Anonymous))
-                 and not any(col.table.lower() == far for col in c.find_all(exp.Column))]
+        plain = [c for c in _without_lm(_conjuncts(select.args.get("where")))
+                 if not any(col.table.lower() == far for col in c.find_all(exp.Column))]
         rows = _input_counts(db, select, args, plain, timeout_s=timeout_s, without=join)
         if rows is None:  # e.g. a later join or an unqualified column reads the chosen table: row by row
             continue
@@ -325,17 +357,9 @@ def prefetch_choices(db: Database, sql: str, engine: SemEngine, *, timeout_s: fl
         inputs = list(dict.fromkeys(_bind(instruction, tuple(values), "LM_CHOOSE", engine) for *values, _n in rows))
         known = engine.prechosen.setdefault((instruction, src.this), {})
         todo = [i for i in inputs if i not in known]
-        left = engine.max_calls - engine.stats.lm_calls
-        uncached = len(engine.uncached_choices(instruction, todo, engine.choices[src.this]))
-        if 0 < uncached <= engine.max_link_calls:
-            engine.max_calls += uncached  # the link's own budget: the question's calls stay for the rest
-        elif uncached > left:
-            raise LMCallLimitExceeded(
-                f"LM_CHOOSE({instruction!r}) needs an LM call for each of {uncached} rows; {left} of the "
-                f"{engine.max_calls} calls for this question are left"
-                + (f" and a lost link may take {engine.max_link_calls}" if engine.max_link_calls else ""),
-                "narrow the question, filter with SQL first, or raise TAGQL_TAG__MAX_LINK_CALLS "
-                "(a join over a lost key) or TAGQL_TAG__MAX_LM_CALLS")
+        _own_budget(engine, f"LM_CHOOSE({instruction!r})",
+                    len(engine.uncached_choices(instruction, todo, engine.choices[src.this])),
+                    exact=True, what="a lost link", kind="a join over a lost key")
         if todo:
             t0, c0 = time.perf_counter(), engine.stats.lm_calls
             known.update(zip(todo, engine.choose_many(instruction, todo, engine.choices[src.this])))
@@ -371,10 +395,8 @@ def budget_facts(db: Database, sql: str, engine: SemEngine, *, timeout_s: float 
         instr, *args = call.expressions
         if not (isinstance(instr, exp.Literal) and instr.is_string) or not all(isinstance(a, exp.Column) for a in args):
             continue
-        where = select.args.get("where")
-        conjuncts = [] if where is None else list(where.this.flatten()) if isinstance(where.this, exp.And) \
-            else [where.this]
-        plain = [c for c in conjuncts if not any(f.name.upper() in FUNCTIONS for f in c.find_all(exp.Anonymous))]
+        conjuncts = _conjuncts(select.args.get("where"))
+        plain = _without_lm(conjuncts)
         rows = _input_counts(db, select, args, plain, timeout_s=timeout_s)
         if rows is None:
             continue
@@ -384,17 +406,8 @@ def budget_facts(db: Database, sql: str, engine: SemEngine, *, timeout_s: float 
         except OperatorError:
             continue  # the statement's own call says what is wrong
         uncached = len(engine.uncached_facts("map" if name == "LM_MAP" else "number", instruction, inputs))
-        left = engine.max_calls - engine.stats.lm_calls
-        if 0 < uncached <= engine.max_link_calls:
-            engine.max_calls += uncached
-            added += uncached
-        elif uncached > left and len(plain) == len(conjuncts):
-            raise LMCallLimitExceeded(
-                f"{name}({instruction!r}) needs an LM call for each of {uncached} rows; {left} of the "
-                f"{engine.max_calls} calls for this question are left"
-                + (f" and a fact about each row may take {engine.max_link_calls}" if engine.max_link_calls else ""),
-                "narrow the question, filter with SQL first, or raise TAGQL_TAG__MAX_LINK_CALLS "
-                "(a fact about each stored row) or TAGQL_TAG__MAX_LM_CALLS")
+        added += _own_budget(engine, f"{name}({instruction!r})", uncached, exact=len(plain) == len(conjuncts),
+                             what="a fact about each row", kind="a fact about each stored row")
     return added
 
 

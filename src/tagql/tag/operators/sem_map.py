@@ -120,14 +120,15 @@ class MapEngine(EngineBase):
     def uncached_choices(self, instruction: str, items: Sequence[str], options: Sequence[str]) -> list[str]:
         """The distinct ``items`` whose ``choose_many`` answer among ``options`` is not cached (each one an
         LM call)."""
-        tag = _choice_tag(instruction, _options(options))
-        return [it for it in dict.fromkeys(items) if self.cache.get(self._key("choose", tag, it)) is None]
+        return self._uncached("choose", _choice_tag(instruction, _options(options)), items)
 
     def uncached_facts(self, kind: str, instruction: str, items: Sequence[str]) -> list[str]:
-        """The distinct ``items`` whose ``map_many`` (``kind="map"``) or ``number_many`` (``"number"``)
-        answer is not cached (each one an LM call)."""
-        key = "map" if kind == "map" else "number_scaled"
-        return [it for it in dict.fromkeys(items) if self.cache.get(self._key(key, instruction, it)) is None]
+        """The distinct ``items`` whose ``map_many`` (``kind="map"``) or ``number_many`` (``"number"``, the
+        default scaled style) answer is not cached (each one an LM call)."""
+        return self._uncached("map" if kind == "map" else "number_scaled", instruction, items)
+
+    def _uncached(self, kind: str, instruction: str, items: Sequence[str]) -> list[str]:
+        return [it for it in dict.fromkeys(items) if self.cache.get(self._key(kind, instruction, it)) is None]
 
     def number_many(self, instruction: str, items: list[str], *, style: str = "scaled") -> list[float | None]:
         """One number per item (``LM_NUMBER``: a year, a population, a month's number), constrained so the
