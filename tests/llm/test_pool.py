@@ -4,7 +4,6 @@ to the others, the call budget stops with one line and loses nothing, and make_l
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -34,14 +33,13 @@ def test_requests_spread_over_endpoints_within_the_concurrency_bound():
     with OpenAIDouble(yes_no_reply(_even), delay_s=0.15) as a, OpenAIDouble(yes_no_reply(_even), delay_s=0.15) as b:
         pool = PooledOpenAILLM([a.base_url, b.base_url], "m", concurrency=2)
         assert pool.parallel_calls == 4
-        t0 = time.perf_counter()
         kept = _filter(pool)
-        seconds = time.perf_counter() - t0
     assert kept == [c for c in COUNTRIES if _even(c)]
     assert a.peak_in_flight <= 2 and b.peak_in_flight <= 2  # the bound per endpoint
     assert pool.peak_in_flight == 4  # and it is used
-    assert a.requests == b.requests == 6  # spread evenly
-    assert seconds < 12 * 0.15 / 2  # 12 calls of 0.15 s, 4 at a time: well under half the serial time
+    # spread: the least busy endpoint takes the next call, so neither is left idle; the exact split depends on
+    # which reply lands first (a loaded CI machine gave 7/5), so only the sum and a fair share are fixed
+    assert a.requests + b.requests == 12 and min(a.requests, b.requests) >= 4
     assert pool.usage.calls == 12
 
 
