@@ -552,3 +552,38 @@ def test_a_join_on_a_key_the_first_table_lacks_takes_the_key_it_references_or_it
     assert rows(club, sql) == rows(club, "SELECT v.status FROM expense e JOIN budget b ON e.link_to_budget = "
                                          "b.budget_id JOIN event v ON b.link_to_event = v.event_id "
                                          "WHERE e.expense_description = 'Post Cards, Posters'") != set()
+
+
+def test_a_generic_name_the_table_lacks_is_its_naming_column(tmp_path):
+    # seen on the pool's test split (sakila): country.name where the naming column is country.country
+    import sqlite3
+
+    path = tmp_path / "places.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE country (country_id INTEGER PRIMARY KEY, country TEXT, last_update TEXT);
+        CREATE TABLE countries (id INTEGER PRIMARY KEY, COUNTRY_NAME TEXT, REGION TEXT);
+        CREATE TABLE city (city_id INTEGER PRIMARY KEY, city TEXT, country_id INTEGER REFERENCES country);
+        CREATE TABLE customer (id INTEGER PRIMARY KEY, first_name TEXT, last_name TEXT, city_id INTEGER);
+        INSERT INTO country VALUES (1, 'Spain', ''), (2, 'Japan', '');
+        INSERT INTO countries VALUES (1, 'Spain', 'Europe');
+        INSERT INTO city VALUES (1, 'Madrid', 1), (2, 'Osaka', 2);
+    """)
+    con.commit()
+    con.close()
+    places = open_database(path)
+    notes: list[str] = []
+    sql = prepare_sql("SELECT city FROM city WHERE country_id IN (SELECT country_id FROM country WHERE name = 'Spain')",
+                      places, repairs=notes)
+    assert notes == ["name -> country"] and places.execute(sql).rows == [("Madrid",)]
+    notes = []
+    sql = prepare_sql("SELECT T.name FROM countries AS T WHERE T.REGION = 'Europe'", places, repairs=notes)
+    assert notes == ["T.name -> T.COUNTRY_NAME"] and places.execute(sql).rows == [("Spain",)]
+    # a name that is not generic may be a fact the table does not store; a table without a naming column
+    # (first and last names) has no single column a name means: both are left to validation
+    for bad in ("SELECT city FROM city WHERE population > 5", "SELECT name FROM customer"):
+        with pytest.raises(InvalidQuery):
+            prepare_sql(bad, places, repairs=[])
+    # unqualified in a SELECT of two tables: which table's name is not said, so nothing is guessed
+    with pytest.raises(InvalidQuery, match="name"):
+        prepare_sql("SELECT name FROM city JOIN country ON city.country_id = country.country_id", places, repairs=[])

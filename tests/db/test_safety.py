@@ -91,3 +91,12 @@ def test_an_unknown_table_says_what_it_probably_meant() -> None:
         check("SELECT * FROM publishers")
     with pytest.raises(InvalidQuery, match=r"unknown table 'publisher_name' \(publisher\.publisher_name is a column\)"):
         check("SELECT * FROM publisher_name")
+
+
+def test_a_lookup_that_selects_the_outer_querys_column_is_an_error() -> None:
+    # SQLite runs it, reading the outer superhero_name: the IN holds for every hero with any publisher row
+    with pytest.raises(InvalidQuery, match="selects superhero_name, which publisher does not store"):
+        check("SELECT id FROM superhero WHERE superhero_name IN "
+              "(SELECT superhero_name FROM publisher WHERE publisher_name = 'Marvel')")
+    check("SELECT id FROM superhero WHERE publisher_id IN (SELECT id FROM publisher WHERE publisher_name = 'DC')")
+    check("SELECT id FROM superhero AS s WHERE s.id IN (SELECT s.id FROM publisher)")  # qualified: as written

@@ -201,10 +201,10 @@ def _planner_llm(plan: dict, authors: dict[str, str], prompts: list[str]) -> Scr
         if "Does answering" in last:
             return "no"  # the question looks relational: the lost key still makes it the LM's
         if "The options are:" in messages[0].content:  # LM_CHOOSE: one of the stored names
-            listed = re.findall(r"(\d+)\. <record>the author of (.*?)</record>", last)
+            listed = re.findall(r"(\d+)\. <record>the \w+ of (.*?)</record>", last)
             if listed:  # several records in one call: one numbered line each
                 return "\n".join(f"{n}: {authors.get(title, 'Nobody')}" for n, title in listed)
-            title = re.search(r"<record>the author of (.*?)</record>", last).group(1)
+            title = re.search(r"<record>the \w+ of (.*?)</record>", last).group(1)
             return authors.get(title, "Nobody")
         return json.dumps(plan)
 
@@ -458,3 +458,48 @@ def test_a_made_up_column_read_as_a_number_is_asked_as_one(library, use, call):
     plan = Plan(f"SELECT title FROM book WHERE {use}")
     assert invented_fact_columns(plan, library)
     assert f"{call}('the year of independence of {{title}}', book.title)" in plan.sql, plan.sql
+
+
+def test_a_chain_of_key_lookups_ending_in_a_lost_key_becomes_joins(library):
+    """Seen on the pool's test split (sakila without ``city.country_id``): the 1.5B model nests lookups over
+    primary keys down to the lost one; each is the join it means, and the lost one is chosen by the LM."""
+    plan = Plan("SELECT s.label FROM shelf AS s WHERE s.book_id IN (SELECT id FROM book WHERE author_id = "
+                "(SELECT id FROM author WHERE name = 'William Shakespeare'))")
+    notes = orphaned_joins(plan, library)
+    assert plan.sql == ("SELECT s.label FROM shelf AS s JOIN book AS book ON s.book_id = book.id JOIN author AS author "
+                        "ON author.name = LM_CHOOSE('the author of {title}', book.title, 'author.name') "
+                        "WHERE author.name = 'William Shakespeare'")
+    assert len(notes) == 3 and "a key the database does not have" in notes[-1]
+    # without a lost key further in, a lookup over a key that exists is left as written
+    for sql in ["SELECT s.label FROM shelf AS s WHERE s.book_id IN (SELECT id FROM book WHERE pages > 5)",
+                "SELECT s.label FROM shelf AS s WHERE s.book_id IN (SELECT id FROM book WHERE id IN "
+                "(SELECT book_id FROM shelf WHERE label = 'A'))"]:
+        plan = Plan(sql)
+        assert orphaned_joins(plan, library) == [] and plan.sql == sql
+
+
+def test_the_lost_key_read_out_of_its_scope_is_rewritten_not_sent_back(tmp_path):
+    """The pool's test question 531 as the 1.5B model planned it: ``country_id`` in a lookup nested under the
+    city's is "country's column used where country is not in FROM" to validation, not a missing one; the
+    planner still reads the lost link (no second plan), and ``country.name`` is the naming column."""
+    shop = _database(tmp_path / "shop.sqlite", """
+        CREATE TABLE country (country_id INTEGER PRIMARY KEY, country TEXT);
+        CREATE TABLE city (city_id INTEGER PRIMARY KEY, city TEXT);
+        CREATE TABLE address (address_id INTEGER PRIMARY KEY, address TEXT, city_id INTEGER REFERENCES city);
+        CREATE TABLE customer (customer_id INTEGER PRIMARY KEY, first_name TEXT, address_id INTEGER REFERENCES address);
+        INSERT INTO country VALUES (1, 'Germany'), (2, 'Japan');
+        INSERT INTO city VALUES (1, 'Hamburg'), (2, 'Osaka'), (3, 'Bonn');
+        INSERT INTO address VALUES (1, '1 Elbe Way', 1), (2, '2 Port Road', 2), (3, '3 Rhine Road', 3);
+        INSERT INTO customer VALUES (1, 'ALMA', 1), (2, 'KEN', 2), (3, 'RUTH', 3);
+    """)
+    wrote = {"sql": "SELECT c.first_name FROM customer c WHERE c.address_id IN (SELECT address_id FROM address "
+                    "WHERE city_id IN (SELECT city_id FROM city WHERE country_id = (SELECT country_id FROM country "
+                    "WHERE name = 'Germany'))) ORDER BY c.first_name", "operators": []}
+    llm = _planner_llm(wrote, {"Hamburg": "Germany", "Osaka": "Japan", "Bonn": "Germany"}, [])
+    planner = Planner(shop, llm, SemEngine(llm))
+    plan, attempts = planner.make("Which customers live in a city in Germany?")
+    assert sum(isinstance(c, dict) for c in llm.constraints) == 1  # no second plan asked for
+    assert any("lost_key_to_lm" in a for a in attempts)
+    assert "LM_CHOOSE('the country of {city}', city.city, 'country.country')" in plan.sql
+    assert "country.country = 'Germany'" in plan.sql  # name: the country's naming column
+    assert run_plan(plan, shop, SemEngine(llm)).result.rows == [("ALMA",), ("RUTH",)]

@@ -91,6 +91,31 @@ def validate_against_schema(tree: exp.Expression, schema: Schema) -> None:
         # other optimizer limitations are not proof the query is wrong: the database decides
     except (ParseError, KeyError, ValueError, TypeError, AttributeError, RecursionError):
         pass  # sqlglot cannot qualify some valid constructs; execution will tell
+    _reject_outer_selected_lookups(tree, schema)
+
+
+def _reject_outer_selected_lookups(tree: exp.Expression, schema: Schema) -> None:
+    """``city.city IN (SELECT city FROM country WHERE country = 'Spain')`` where ``country`` has no ``city``:
+    the database reads the outer query's ``city``, so the IN holds for every row while the subquery finds
+    any (seen on the TAG pool's test split: every customer counted as living in Spain). Valid SQL, never
+    meant: raised as an error that says which table lacks the column."""
+    for node in tree.find_all(exp.In):
+        query = node.args.get("query")
+        inner = query.this if query is not None else None
+        if not isinstance(inner, exp.Select) or len(inner.expressions) != 1:
+            continue
+        col = inner.expressions[0]
+        sources = [n.this for n in [inner.args.get("from_") or inner.args.get("from"), *(inner.args.get("joins") or [])]
+                   if n is not None]
+        if (not isinstance(col, exp.Column) or col.table or not col.name or not sources
+                or not all(isinstance(t, exp.Table) and schema.table(t.name) is not None for t in sources)
+                or any(schema.table(t.name).column(col.name) is not None for t in sources)):  # type: ignore[union-attr]
+            continue
+        names = ", ".join(t.name for t in sources)
+        raise InvalidQuery(f"the subquery of '{node.this.sql(dialect=schema.dialect)} IN (SELECT {col.name} FROM "
+                           f"{names} ...)' selects {col.name}, which {names} does not store: it reads the outer "
+                           f"query's {col.name}, so the IN holds for every row; select a column of {names}, or "
+                           f"join the table that stores {col.name}")
 
 
 def _unknown_table_hint(name: str, schema: Schema) -> str:

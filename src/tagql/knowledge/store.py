@@ -152,8 +152,9 @@ class KnowledgeBase:
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 60000")
-            try:
-                conn.execute("PRAGMA journal_mode = WAL")  # recorded in the file: a no-op after the first time
+            try:  # recorded in the file: set once (switching while another process writes can fail with I/O)
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
             except sqlite3.OperationalError:
                 pass  # a read-only file or folder: reading works, a write says why (_store_error)
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -449,11 +450,17 @@ class _WriteTxn:
         self.path = path
 
     def __enter__(self) -> _WriteTxn:
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise _store_error(self.path, exc) from None
-        return self
+        for wait_s in (0.05, 0.2, 0.5, None):
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return self
+            except sqlite3.OperationalError as exc:
+                # another process setting up the shared WAL index can make BEGIN fail with a transient I/O
+                # error (seen once in CI, two service replicas writing one store); nothing was written yet
+                if wait_s is None or "disk i/o" not in str(exc).lower():
+                    raise _store_error(self.path, exc) from None
+                time.sleep(wait_s)
+        raise AssertionError("unreachable")
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
@@ -486,6 +493,9 @@ def _store_error(path: Path, exc: sqlite3.Error) -> KnowledgeStoreError:
     """One line for a write the store's file refused; nothing of it was stored."""
     text = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
     low = text.lower()
+    code = getattr(exc, "sqlite_errorname", "")
+    if code and code not in text:
+        text = f"{text}, {code}"  # SQLITE_IOERR_SHORT_READ or _FSYNC tells a full disk from a race
     if "disk is full" in low or "disk i/o" in low:
         return KnowledgeStoreError(f"cannot write knowledge store '{path}': the disk is full or the file is at "
                                    f"its size limit ({text}); nothing was stored", "free space and add it again")

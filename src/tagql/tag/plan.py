@@ -79,9 +79,11 @@ PLAN_SCHEMA: dict[str, Any] = {
 
 class PlanError(TagqlError):
     """The plan is not valid for this database (bad SQL, unknown operator or column). ``missing_column``:
-    the column its SQL names that no table of the query has (when that is why)."""
+    the column its SQL names that no table of the query has (when that is why); ``out_of_scope``: the
+    column is another table's, read where that table is not in FROM (a lookup over a lost key may be why)."""
 
     missing_column: str | None = None
+    out_of_scope: bool = False
 
 
 @dataclass
@@ -816,7 +818,11 @@ def inline_self_subqueries(plan: Plan, db: Database) -> list[str]:
 def _lookups_as_joins(select: Any, db: Database) -> list[str]:
     """``WHERE A.key = (SELECT B.id FROM B WHERE cond)`` (or ``IN``) where ``A`` has no ``key``: rewritten in
     place as ``JOIN B ON A.key = B.id ... WHERE cond``, so :func:`orphaned_joins` sees the lost link the
-    lookup meant. Returns notes (empty when there is no such lookup)."""
+    lookup meant. A lookup over a key ``A`` has, of ``B``'s primary key (a join then matches the same rows),
+    is unnested the same way when a lost lookup sits further in (``address_id IN (SELECT address_id FROM
+    address WHERE city_id IN (SELECT city_id FROM city WHERE country_id = (SELECT ...)))``: the 1.5B model
+    wrote such chains on the pool's test split, where ``city.country_id`` is lost). Returns notes (empty when
+    there is no such lookup)."""
     from sqlglot import exp
 
     tables = {t.name.lower(): t for t in db.schema.tables}
@@ -825,39 +831,83 @@ def _lookups_as_joins(select: Any, db: Database) -> list[str]:
         return []
     outer = {s.alias_or_name.lower(): t for s, t in _query_tables(select, db) if isinstance(s, exp.Table)}
     notes = []
-    conds = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
-    for cond in conds:
-        if isinstance(cond, exp.EQ) and isinstance(cond.this, exp.Column) and isinstance(cond.expression, exp.Subquery):
-            col, inner = cond.this, cond.expression.this
-        elif isinstance(cond, exp.In) and isinstance(cond.this, exp.Column) and cond.args.get("query") is not None:
-            col, inner = cond.this, cond.args["query"].this
-        else:
+    work = _and_parts(where.this)
+    while work:
+        cond = work.pop(0)
+        found = _lookup(cond, tables)
+        if found is None:
             continue
+        col, inner, far = found
         owner = outer.get(col.table.lower()) if col.table else (
             next(iter(outer.values())) if len(outer) == 1 else None)
-        source = inner.args.get("from_") or inner.args.get("from") if isinstance(inner, exp.Select) else None
-        if owner is None or owner.column(col.name) is not None or source is None \
-                or not isinstance(source.this, exp.Table) or source.this.name.lower() not in tables \
-                or inner.args.get("joins") or inner.args.get("group") or len(inner.expressions) != 1 \
-                or not isinstance(inner.expressions[0], exp.Column):
+        if owner is None:
             continue
+        if owner.column(col.name) is not None:  # a key A has: unnested only over B's primary key, towards a lost one
+            key = far.column(inner.expressions[0].name)
+            if key is None or not key.primary_key or not _holds_lost_lookup(inner, far, tables):
+                continue
+        source = inner.args.get("from_") or inner.args.get("from")
         alias = source.this.alias_or_name
         while alias.lower() in outer:
             alias += "_1"
-        outer[alias.lower()] = tables[source.this.name.lower()]
+        outer[alias.lower()] = far
         for c in inner.find_all(exp.Column):
-            c.set("table", exp.to_identifier(alias))
+            if c.find_ancestor(exp.Select) is inner:  # its own columns; a nested lookup keeps its own
+                c.set("table", exp.to_identifier(alias))
         if not col.table:
             col.set("table", exp.to_identifier(next(iter(outer))))
-        key = inner.expressions[0].copy()
+        key_col = inner.expressions[0].copy()
         old = cond.sql(dialect=db.dialect)
         select.join(exp.Table(this=exp.to_identifier(source.this.name), alias=exp.TableAlias(
-            this=exp.to_identifier(alias))), on=exp.EQ(this=col.copy(), expression=key), copy=False)
+            this=exp.to_identifier(alias))), on=exp.EQ(this=col.copy(), expression=key_col), copy=False)
         inner_where = inner.args.get("where")
-        cond.replace(inner_where.this.copy() if inner_where is not None else exp.true())
+        kept = inner_where.this.copy() if inner_where is not None else exp.true()
+        cond.replace(kept)
+        work += _and_parts(kept)
         notes.append(f"{old} -> JOIN {source.this.name} AS {alias} ON {col.sql(dialect=db.dialect)} = "
-                     f"{key.sql(dialect=db.dialect)}")
+                     f"{key_col.sql(dialect=db.dialect)}")
     return notes
+
+
+def _and_parts(cond: Any) -> list[Any]:
+    from sqlglot import exp
+
+    return list(cond.flatten()) if isinstance(cond, exp.And) else [cond] if cond is not None else []
+
+
+def _lookup(cond: Any, tables: dict[str, Any]) -> tuple[Any, Any, Any] | None:
+    """(column, inner SELECT, its table) of ``column = (SELECT one column FROM one table ...)`` or ``column IN
+    (...)``: a lookup of one table's column, without joins or groups."""
+    from sqlglot import exp
+
+    if isinstance(cond, exp.EQ) and isinstance(cond.this, exp.Column) and isinstance(cond.expression, exp.Subquery):
+        col, inner = cond.this, cond.expression.this
+    elif isinstance(cond, exp.In) and isinstance(cond.this, exp.Column) and cond.args.get("query") is not None:
+        col, inner = cond.this, cond.args["query"].this
+    else:
+        return None
+    source = inner.args.get("from_") or inner.args.get("from") if isinstance(inner, exp.Select) else None
+    if source is None or not isinstance(source.this, exp.Table) or source.this.name.lower() not in tables \
+            or inner.args.get("joins") or inner.args.get("group") or len(inner.expressions) != 1 \
+            or not isinstance(inner.expressions[0], exp.Column):
+        return None
+    return col, inner, tables[source.this.name.lower()]
+
+
+def _holds_lost_lookup(select: Any, table: Any, tables: dict[str, Any], depth: int = 0) -> bool:
+    """Does ``select`` (over ``table``) look up a key ``table`` lacks, in its WHERE or a lookup nested there?"""
+    where = select.args.get("where")
+    for cond in _and_parts(where.this if where is not None else None):
+        found = _lookup(cond, tables)
+        if found is None:
+            continue
+        col, inner, far = found
+        if col.table and col.table.lower() != (select.args.get("from_") or select.args.get("from")).this \
+                .alias_or_name.lower():
+            continue
+        if table.column(col.name) is None or (depth < 3 and _holds_lost_lookup(inner, far, tables, depth + 1)):
+            return True
+    return False
 
 
 def unjoinable(column: str, sql: str, db: Database) -> bool:
@@ -1083,6 +1133,7 @@ def identifier_columns(db: Database) -> set[str]:
 
 
 _MISSING_COLUMN = re.compile(r"column '([^']+)' does not exist|has no column '([^']+)'|no such column: (?:\w+\.)?(\w+)")
+_OUT_OF_SCOPE = re.compile(r"column '([^']+)' of \w+ is used where")
 
 
 def _missing_column_hint(name: str, sql: str, db: Database) -> str:
@@ -1124,6 +1175,11 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool =
             error = PlanError(f"the plan's SQL is invalid: {exc.one_line()}",
                               _missing_column_hint(name, plan.sql, db) if hybrid else "")
             error.missing_column = name
+            raise error from exc
+        stray = _OUT_OF_SCOPE.search(exc.one_line())
+        if stray:
+            error = PlanError(f"the plan's SQL is invalid: {exc.one_line()}")
+            error.missing_column, error.out_of_scope = stray.group(1), True
             raise error from exc
         if isinstance(exc, InvalidQuery) and _enumerated_values(plan.sql) >= 6:
             raise PlanError(f"the plan's SQL is invalid: {exc.one_line()}", ENUMERATION_HINT) from exc
@@ -1463,6 +1519,8 @@ class Planner:
                     exc = again
             assert exc.missing_column is not None
             lost = orphaned_joins(plan, self.db)
+            if exc.out_of_scope and not lost:  # another table's column: a lost key, else the model's to fix
+                raise
             unlinked = not lost and unjoinable(exc.missing_column, plan.sql, self.db)
             linked = guessed_links(plan, self.db, question, unplaced=True) if unlinked else []
             if lost:
