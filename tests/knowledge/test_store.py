@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -215,3 +216,35 @@ def test_check_ignores_the_order_of_a_reason_table_list(kb, shared_data):
     head, _, tables = stored.partition("; the tables are: ")
     kb.set_status(i, "approved", f"{head}; the tables are: {', '.join(reversed(tables.split(', ')))}")
     assert kb.check(db) == []
+
+
+class _FlakyBegin:
+    """A connection whose first ``failures`` BEGINs fail the way a concurrent WAL set-up can."""
+
+    def __init__(self, conn, failures: int) -> None:
+        self.conn, self.failures = conn, failures
+
+    def execute(self, sql, params=()):
+        if sql == "BEGIN IMMEDIATE" and self.failures:
+            self.failures -= 1
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.conn.execute(sql, params)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.conn.in_transaction
+
+
+def test_a_transient_io_error_at_begin_is_retried_and_a_lasting_one_is_one_line(tmp_path):
+    # seen once in CI: two service replicas writing one store, a BEGIN failed with "disk I/O error"
+    from tagql.knowledge.store import _WriteTxn
+
+    conn = sqlite3.connect(tmp_path / "s.kb", isolation_level=None)
+    conn.execute("CREATE TABLE t (x)")
+    with _WriteTxn(_FlakyBegin(conn, 2), tmp_path / "s.kb") as txn:
+        txn.execute("INSERT INTO t VALUES (1)")
+    assert conn.execute("SELECT x FROM t").fetchall() == [(1,)]
+    with pytest.raises(KnowledgeStoreError, match="disk I/O error"):
+        with _WriteTxn(_FlakyBegin(conn, 9), tmp_path / "s.kb") as txn:
+            txn.execute("INSERT INTO t VALUES (2)")
+    assert conn.execute("SELECT x FROM t").fetchall() == [(1,)]  # nothing of the failed write
