@@ -503,3 +503,15 @@ def test_the_lost_key_read_out_of_its_scope_is_rewritten_not_sent_back(tmp_path)
     assert "LM_CHOOSE('the country of {city}', city.city, 'country.country')" in plan.sql
     assert "country.country = 'Germany'" in plan.sql  # name: the country's naming column
     assert run_plan(plan, shop, SemEngine(llm)).result.rows == [("ALMA",), ("RUTH",)]
+
+
+def test_repairs_made_before_a_validation_error_stay_in_the_plan(library):
+    """``b.name`` is the book's title (a repair); ``author_id`` is still missing: the error speaks of the
+    repaired SQL, and the plan the rewrites then read is that SQL, not the model's."""
+    from tagql.tag.plan import validate_plan
+
+    plan = Plan("SELECT b.name FROM book AS b WHERE b.author_id = 3")
+    with pytest.raises(PlanError, match="author_id") as caught:
+        validate_plan(plan, library, SemEngine(ScriptedLLM(lambda _m: "x")), hybrid=True)
+    assert caught.value.missing_column == "author_id"
+    assert plan.sql == "SELECT b.title FROM book AS b WHERE b.author_id = 3"

@@ -267,8 +267,9 @@ _GENERIC_NAMES = {"name", "title"}
 def _naming_column(table: Table, written: str) -> Column | None:
     """The one column of ``table`` meant by a generic name it lacks: ``name`` / ``title`` (or the table's name
     with either, ``country_name``) is the text column named like the table, singular or plural, with or
-    without the generic word (``country.country``, ``countries.COUNTRY_NAME``). None for any other name (a
-    column the table does not store may be a fact, not a spelling) or when no single column fits."""
+    without the generic word (``country.country``, ``countries.COUNTRY_NAME``), or the other generic word
+    (``film.title`` for ``film.name``). None for any other name (a column the table does not store may be a
+    fact, not a spelling) or when no single column fits."""
     noun = [stem(w.lower()) for w in _name_words(table.name)]
 
     def reads(name: str) -> list[str]:  # the name's word stems without the generic word
@@ -277,7 +278,7 @@ def _naming_column(table: Table, written: str) -> Column | None:
     words = reads(written)
     if (words and words != noun) or _squashed(written) == _squashed(table.name):
         return None
-    fits = [c for c in table.columns if holds_text(c) and reads(c.name) == noun]
+    fits = [c for c in table.columns if holds_text(c) and reads(c.name) in (noun, [])]  # film.name: film.title
     return fits[0] if len(fits) == 1 else None
 
 

@@ -1169,6 +1169,9 @@ def validate_plan(plan: Plan, db: Database, engine: SemEngine, *, hybrid: bool =
             plan.sql = sql
         probe = db.execute(f"SELECT * FROM ({sql}) AS plan_probe LIMIT 0")
     except (InvalidQuery, UnsafeQuery, QueryFailed) as exc:
+        repaired = getattr(exc, "repaired_sql", None)
+        if repaired:  # the repairs made before the error stay: the error speaks of that SQL, the rewrites read it
+            plan.sql = repaired
         missing = _MISSING_COLUMN.search(exc.one_line())
         if missing:  # "founding_year", "electronegativity": a fact the LM knows, not a column
             name = next(g for g in missing.groups() if g)

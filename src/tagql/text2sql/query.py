@@ -167,7 +167,13 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         if same:
             raise InvalidQuery(f"the condition {same[0]} compares a column with itself (always true): "
                                "compare it with the matching column of the other table")
-    validate_against_schema(tree, schema)
+    try:
+        validate_against_schema(tree, schema)
+    except InvalidQuery as exc:
+        after = tree.sql(dialect=db.dialect)
+        if repairs is not None and after != before:  # the error is about this SQL: callers that rewrite
+            exc.repaired_sql = after  # type: ignore[attr-defined]  # further start from it
+        raise
     if repairs is not None:
         repairs += repair_values(tree, db)
         if question:
