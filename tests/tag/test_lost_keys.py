@@ -162,12 +162,34 @@ def test_a_made_up_column_inside_a_subquery_joins_the_unlinked_table_there(libra
     the subquery that reads it gets the chosen join, the outer query stays as written."""
     plan = Plan("SELECT label FROM shelf WHERE book_id IN (SELECT id FROM book WHERE name = 'william shakespeare')")
     notes = guessed_links(plan, library, "", unplaced=True)
-    assert plan.sql == ("SELECT label FROM shelf WHERE book_id IN (SELECT id FROM book JOIN author AS author ON "
+    assert plan.sql == ("SELECT label FROM shelf WHERE book_id IN (SELECT book.id FROM book JOIN author AS author ON "
                         "author.name = LM_CHOOSE('the author of {title}', book.title, 'author.name') "
                         "WHERE author.name = 'William Shakespeare')")
     assert len(notes) == 1 and "no key links book to it" in notes[0]
+    # a guess (a stored column compared with a value another, unlinked table stores) is read there too
     plan = Plan("SELECT label FROM shelf WHERE book_id IN (SELECT id FROM book WHERE title = 'william shakespeare')")
-    assert guessed_links(plan, library, "How many?") == []  # a guess is read in the outermost SELECT only
+    notes = guessed_links(plan, library, "How many?")
+    assert len(notes) == 1 and "LM_CHOOSE('the author of {title}', book.title, 'author.name')" in plan.sql
+    assert plan.sql.startswith("SELECT label FROM shelf WHERE book_id IN (SELECT book.id FROM book JOIN author")
+
+
+def test_a_guess_names_the_stored_value_holding_its_words_and_asks_about_a_name_not_an_address(offices):
+    """'United States' is stored as 'United States of America' in a table no key reaches (the location's
+    country key is lost); the choice asks about the location's city, since its street address is no name
+    and no key leads up from it. Nested lookups get the join in the SELECT that compares."""
+    db = offices
+    plan = Plan("SELECT COUNT(*) FROM staff WHERE location_id IN (SELECT id FROM locations WHERE city = 'United States')")
+    notes = guessed_links(plan, db, "How many staff work in the United States?")
+    assert plan.sql == ("SELECT COUNT(*) FROM staff WHERE location_id IN (SELECT locations.id FROM locations JOIN "
+                        "countries AS "
+                        "countries ON countries.country_name = LM_CHOOSE('the country of {city}', locations.city, "
+                        "'countries.country_name') WHERE countries.country_name = 'United States of America')")
+    runs = plan.sql.replace("LM_CHOOSE('the country of {city}', locations.city, 'countries.country_name')",
+                            "'United States of America'")  # every office placed there: the SQL runs (no ambiguous id)
+    assert len(notes) == 1 and db.execute(runs).rows == [(4,)]
+    # a value two stored ones hold ('United') names neither: no join is guessed
+    plan = Plan("SELECT COUNT(*) FROM locations WHERE city = 'United'")
+    assert guessed_links(plan, db, "") == [] and plan.sql == "SELECT COUNT(*) FROM locations WHERE city = 'United'"
 
 
 @pytest.mark.parametrize("sql, expected", [

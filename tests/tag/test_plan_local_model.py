@@ -128,3 +128,17 @@ def test_the_real_model_counts_by_a_fact_the_database_lost_beyond_the_call_cap(l
     a = answer(session, "How many countries became independent after 1950?", "tag")
     assert a.values == [2], (a.sql, a.rows, a.plan)
     assert "LM_NUMBER(" in a.sql, a.sql
+
+
+def test_the_real_model_chooses_the_country_of_a_city_not_of_a_street_address(llm, offices):
+    """A guessed ``city = 'United States'`` on offices whose country key is lost: the database stores the
+    country as 'United States of America', the choice asks about each office's city (its street address
+    is no name and no key leads up), and the real model places Seattle, Toronto and London."""
+    from tagql.tag.operators import SemEngine
+    from tagql.tag.plan import Plan, guessed_links, run_plan
+
+    db = offices
+    plan = Plan("SELECT COUNT(*) FROM staff WHERE location_id IN (SELECT id FROM locations WHERE city = 'United States')")
+    assert guessed_links(plan, db, "How many staff work in the United States?")
+    assert "LM_CHOOSE('the country of {city}', locations.city" in plan.sql
+    assert run_plan(plan, db, SemEngine(llm)).result.rows == [(2,)]

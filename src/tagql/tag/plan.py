@@ -545,8 +545,9 @@ def _link_subject(near: Any, ids: set[str], selected: set[str], db: Database) ->
     names (:func:`_reads_as_a_name`: "the country of {47 MySakila Drive}" is not askable while the
     address's city is). Then the key up from it is followed -- only where the table has one key up to a
     table with a naming column, at most two steps -- to the first table named by names (address ->
-    city). Returns the steps ``(table, its key column, parent, parent's column)`` and the subject column;
-    no steps when the walk finds no such table."""
+    city); where no key leads up, another column of the row that reads as names does (a location's
+    ``CITY`` for its ``STREET_ADDRESS``). Returns the steps ``(table, its key column, parent, parent's
+    column)`` and the subject column; no steps when the walk finds no such table."""
     subject = _naming_column(near, ids, selected)
     plain = _naming_column(near, ids, set())
     if subject is not None and plain is not None and subject is not plain and not _names_rows(near, subject, db):
@@ -563,12 +564,24 @@ def _link_subject(near: Any, ids: set[str], selected: set[str], db: Database) ->
             if ref is not None and _naming_column(parent, ids, set()) is not None:
                 ups.append((table, fk.columns[0], parent, ref))
         if len(ups) != 1 or len(steps) == 2:
-            return [], first
+            return [], _named_sibling(near, first, ids, db) if not steps else first
         steps.append(ups[0])
         table = ups[0][2]
         seen.add(table.name.lower())
         subject = _naming_column(table, ids, set())
     return steps, subject
+
+
+def _named_sibling(table: Any, column: Any, ids: set[str], db: Database) -> Any:
+    """The first other text column of ``table`` whose values read as names (:func:`_reads_as_a_name`), else
+    ``column``: what to ask the LM about when the naming column holds street addresses or codes."""
+    if column is None or _reads_as_a_name(table, column, db):
+        return column
+    for other in table.columns:
+        if other is not column and other.name.lower() not in ids and holds_text(other) \
+                and _reads_as_a_name(table, other, db):
+            return other
+    return column
 
 
 def _join_subject(select: Any, steps: list[tuple[Any, str, Any, str]], near_q: str, db: Database,
@@ -616,9 +629,9 @@ def guessed_links(plan: Plan, db: Database, question: str, *, unplaced: bool = F
     if not isinstance(tree, exp.Select) or not links:
         return []
     notes = []
-    # a rejected column is repaired in whichever SELECT reads it (``WHERE city_id IN (SELECT city_id FROM
-    # city WHERE country = 'Canada')``), innermost first; a guess only in the outermost one
-    selects = list(tree.find_all(exp.Select))[::-1] if unplaced else [tree]
+    # a rejected column or a guess is repaired in whichever SELECT reads it (``WHERE city_id IN (SELECT
+    # city_id FROM city WHERE country = 'Canada')``), innermost first
+    selects = list(tree.find_all(exp.Select))[::-1]
     for select in selects:
         notes += _links_in(select, db, question, links, unplaced)
     if notes:
@@ -669,13 +682,12 @@ def _top_table(tables: list[Any], column: str) -> Any:
 def _choice_join(select: Any, node: Any, near: Any, named: str | None, values: list[str], written: dict[str, str],
                  links: dict[str, set[str]], db: Database) -> str:
     """:func:`guessed_links` for one comparison ``node`` on table ``near``: find a text column (called
-    ``named`` when given) of a table keys do not link to ``near`` that stores every value (up to case),
-    join that table by ``LM_CHOOSE`` among its stored values, and compare the stored spellings instead.
-    Returns the note, or "" (nothing changed)."""
+    ``named`` when given) of a table keys do not link to ``near`` that stores every value (up to case, or as
+    the whole words of one stored value: :func:`_stored_as`), join that table by ``LM_CHOOSE`` among its
+    stored values, and compare the stored spellings instead. Returns the note, or "" (nothing changed)."""
     from sqlglot import exp
 
     ids = identifier_columns(db)
-    q = db.schema.quote
     reach = _reachable({near.name.lower()}, links)
     found = None
     for far in db.schema.tables:
@@ -686,15 +698,10 @@ def _choice_join(select: Any, node: Any, near: Any, named: str | None, values: l
                 continue
             stored = []
             for v in values:
-                try:
-                    hit = db.execute(f"SELECT {q(col.name)} FROM {q(far.name)} WHERE LOWER({q(col.name)}) = "
-                                     f"LOWER({exp.Literal.string(v).sql(dialect=db.dialect)}) LIMIT 1",
-                                     timeout_s=2.0, row_cap=1).rows
-                except TagqlError:
-                    hit = []
-                if not hit:
+                hit = _stored_as(db, far.name, col.name, v)
+                if hit is None:
                     break
-                stored.append(str(hit[0][0]))
+                stored.append(hit)
             if len(stored) == len(values):
                 found = (far, col, stored)
                 break
@@ -718,6 +725,11 @@ def _choice_join(select: Any, node: Any, near: Any, named: str | None, values: l
     while alias.lower() in {w.lower() for w in written.values()} or alias.lower() in written:
         alias += "_1"
     written[far.name.lower()] = alias
+    near_q = written[near.name.lower()]
+    for own in select.find_all(exp.Column):  # ``SELECT id``: which id, once countries is joined too
+        if not own.table and own.find_ancestor(exp.Select) is select and near.column(own.name) is not None \
+                and far.column(own.name) is not None:
+            own.set("table", exp.to_identifier(near_q))
     target = exp.column(col.name, table=alias)
     select.join(exp.Table(this=exp.to_identifier(far.name), alias=exp.TableAlias(this=exp.to_identifier(alias))),
                 on=exp.EQ(this=target.copy(), expression=call), copy=False)
@@ -730,6 +742,30 @@ def _choice_join(select: Any, node: Any, near: Any, named: str | None, values: l
             f"among its {n} stored {col.name} (no key links {near.name} to it)")
     old.replace(new)
     return note
+
+
+def _stored_as(db: Database, table: str, column: str, value: str) -> str | None:
+    """How ``table.column`` stores ``value``: the value itself up to case, else the one stored value that
+    holds it as whole words ('United States' -> 'United States of America'; 'Korea', held by two, is none)."""
+    from sqlglot import exp
+
+    q = db.schema.quote
+    lit = exp.Literal.string(value.lower()).sql(dialect=db.dialect)
+    like = exp.Literal.string(f"%{value.lower()}%").sql(dialect=db.dialect)
+    try:
+        exact = db.execute(f"SELECT {q(column)} FROM {q(table)} WHERE LOWER({q(column)}) = {lit} LIMIT 1",
+                           timeout_s=2.0, row_cap=1).rows
+        if exact:
+            return str(exact[0][0])
+        if len(value.strip()) < 4:
+            return None
+        near = db.execute(f"SELECT DISTINCT {q(column)} FROM {q(table)} WHERE LOWER({q(column)}) LIKE {like} LIMIT 8",
+                          timeout_s=2.0, row_cap=8).rows
+    except TagqlError:
+        return None
+    words = re.compile(rf"(?<!\w){re.escape(value.strip().lower())}(?!\w)")
+    held = [str(r[0]) for r in near if r[0] is not None and words.search(str(r[0]).lower())]
+    return held[0] if len(held) == 1 else None
 
 
 def both_options(plan: Plan, options: Sequence[str], db: Database) -> list[str]:
