@@ -537,3 +537,22 @@ def test_repairs_made_before_a_validation_error_stay_in_the_plan(library):
         validate_plan(plan, library, SemEngine(ScriptedLLM(lambda _m: "x")), hybrid=True)
     assert caught.value.missing_column == "author_id"
     assert plan.sql == "SELECT b.title FROM book AS b WHERE b.author_id = 3"
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT title FROM book ORDER BY COUNT(model_id) DESC",
+    "SELECT title FROM book WHERE RegionID IN (SELECT id FROM nation WHERE name = 'Spain')",
+    "SELECT title, AuthorId FROM book",
+])
+def test_a_made_up_column_named_like_a_key_is_not_asked_of_the_lm(library, sql):
+    """An id is nothing the LM knows (a train plan asked "the model id of {maker}" and counted the replies):
+    such a column stays a validation error, whose hint names the join."""
+    from tagql.tag.plan import invented_order_columns
+
+    plan = Plan(sql)
+    assert invented_order_columns(plan, library) == []
+    assert invented_fact_columns(plan, library, unplaced=True) == []
+    assert plan.sql == sql
+    # a fact named like a word that ends in "id" is still a fact
+    plan = Plan("SELECT title FROM book WHERE paid > 3")
+    assert invented_fact_columns(plan, library, unplaced=True)

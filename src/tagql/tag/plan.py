@@ -198,7 +198,7 @@ def invented_order_columns(plan: Plan, db: Database) -> list[str]:
     notes = []
     for col in list(order.find_all(exp.Column)):
         name = col.name.lower()
-        if name in known or name in aliases:
+        if name in known or name in aliases or _names_a_key(col.name):
             continue
         fact = name.replace("_", " ")
         date = _stored_date(select, db) if name in _DATE_PART and db.backend.strftime_dates else None
@@ -210,6 +210,13 @@ def invented_order_columns(plan: Plan, db: Database) -> list[str]:
     if notes:
         plan.sql = tree.sql(dialect=db.dialect)
     return notes
+
+
+def _names_a_key(name: str) -> bool:
+    """``model_id``, ``RegionID``, ``ModelId``, ``id``: a made-up column named like a key. The LM cannot
+    know an opaque id ("the model id of {maker}" on a train question, "the region id of {COUNTRY_NAME}"),
+    so such a column is never asked of it."""
+    return bool(re.search(r"(?:^|_)id$", name, re.IGNORECASE) or re.search(r"[a-z0-9](?:Id|ID)$", name))
 
 
 def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False,
@@ -267,6 +274,8 @@ def invented_fact_columns(plan: Plan, db: Database, *, unplaced: bool = False,
             continue
         if name in _DATE_PART and db.backend.strftime_dates and _stored_date(select, db) is not None:
             continue  # a part of a stored date: the error's hint says how to read it (STRFTIME)
+        if _names_a_key(col.name):
+            continue  # an id is no fact the LM knows: a join the model forgot, left to validation's hint
         steps, subject = _link_subject(table, ids, selected, db)
         if subject is not None:
             todo.append((col, qualifier, table, subject, steps))
