@@ -45,7 +45,7 @@ from tagql.tag.operators import (
     template_fields,
 )
 from tagql.text2sql.query import prepare_sql
-from tagql.tag.udf import execute_with_lm, register_lm_functions, uses_lm_functions
+from tagql.tag.udf import and_parts, execute_with_lm, register_lm_functions, uses_lm_functions
 from tagql.text import LETTERS, word_tokens
 
 LM_OPS = {"filter", "map", "extract", "topk", "agg"}
@@ -363,9 +363,6 @@ def orphaned_joins(plan: Plan, db: Database) -> list[str]:
         having = [a for a in order if aliases[a].column(col.name) is not None]
         return having[0] if len(having) == 1 else None
 
-    def conjuncts(cond: Any) -> list[Any]:
-        return list(cond.flatten()) if isinstance(cond, exp.And) else [cond] if cond is not None else []
-
     def link(cond: Any) -> tuple[str, str, bool, bool] | None:
         """(alias, alias, has left column, has right column) of a column = column between two tables."""
         if not (isinstance(cond, exp.EQ) and isinstance(cond.this, exp.Column)
@@ -384,8 +381,8 @@ def orphaned_joins(plan: Plan, db: Database) -> list[str]:
     edges: list[tuple[str, str]] = []
     where = select.args.get("where")
     # ON conditions, then the WHERE's (``FROM city AS T1, country AS T2 WHERE T1.country_id = ...``)
-    conditions = [c for node in joins for c in conjuncts(node.args.get("on"))]
-    in_where = conjuncts(where.this) if where is not None else []
+    conditions = [c for node in joins for c in and_parts(node.args.get("on"))]
+    in_where = and_parts(where.this) if where is not None else []
     for cond in conditions + in_where:
         found = link(cond)
         if found is None:
@@ -424,19 +421,19 @@ def orphaned_joins(plan: Plan, db: Database) -> list[str]:
     for alias, node in zip(order, [source, *joins]):
         if alias not in kept:
             if node is not source:
-                moved += [c for c in conjuncts(node.args.get("on")) if link(c) is None]
+                moved += [c for c in and_parts(node.args.get("on")) if link(c) is None]
             continue
         kept_nodes.append(node)
         if node is source:
             continue
-        conds = conjuncts(node.args.get("on"))
+        conds = and_parts(node.args.get("on"))
         stay = [c for c in conds if c is not orphan
                 and not any(owner(col) in dropped for col in c.find_all(exp.Column))]
         moved += [c for c in conds if c not in stay and c is not orphan and link(c) is None]
         node.set("on", exp.and_(*stay) if stay else None)
     first = kept_nodes.pop(0)
     if first is not source:  # the FROM table was dropped: the first kept join is the new FROM
-        moved += [c for c in conjuncts(first.args.get("on")) if link(c) is None]
+        moved += [c for c in and_parts(first.args.get("on")) if link(c) is None]
         select.set("from_" if "from_" in select.args else "from", exp.From(this=first.this.copy()))
     if any(n.args.get("on") is None and (n.args.get("kind") or "").upper() != "CROSS" for n in kept_nodes):
         return []  # a kept table was joined only through a dropped one: no query to save
@@ -876,7 +873,7 @@ def _lookups_as_joins(select: Any, db: Database) -> list[str]:
         return []
     outer = {s.alias_or_name.lower(): t for s, t in _query_tables(select, db) if isinstance(s, exp.Table)}
     notes = []
-    work = _and_parts(where.this)
+    work = and_parts(where.this)
     while work:
         cond = work.pop(0)
         found = _lookup(cond, tables)
@@ -908,16 +905,10 @@ def _lookups_as_joins(select: Any, db: Database) -> list[str]:
         inner_where = inner.args.get("where")
         kept = inner_where.this.copy() if inner_where is not None else exp.true()
         cond.replace(kept)
-        work += _and_parts(kept)
+        work += and_parts(kept)
         notes.append(f"{old} -> JOIN {source.this.name} AS {alias} ON {col.sql(dialect=db.dialect)} = "
                      f"{key_col.sql(dialect=db.dialect)}")
     return notes
-
-
-def _and_parts(cond: Any) -> list[Any]:
-    from sqlglot import exp
-
-    return list(cond.flatten()) if isinstance(cond, exp.And) else [cond] if cond is not None else []
 
 
 def _lookup(cond: Any, tables: dict[str, Any]) -> tuple[Any, Any, Any] | None:
@@ -942,7 +933,7 @@ def _lookup(cond: Any, tables: dict[str, Any]) -> tuple[Any, Any, Any] | None:
 def _holds_lost_lookup(select: Any, table: Any, tables: dict[str, Any], depth: int = 0) -> bool:
     """Does ``select`` (over ``table``) look up a key ``table`` lacks, in its WHERE or a lookup nested there?"""
     where = select.args.get("where")
-    for cond in _and_parts(where.this if where is not None else None):
+    for cond in and_parts(where.this if where is not None else None):
         found = _lookup(cond, tables)
         if found is None:
             continue

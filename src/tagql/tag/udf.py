@@ -194,13 +194,16 @@ def uses_lm_functions(sql: str) -> bool:
     return any(f + "(" in up.replace(" (", "(") for f in FUNCTIONS)
 
 
-def _conjuncts(where: Any) -> list[Any]:
-    """The AND-ed conditions of a WHERE (none without one)."""
+def and_parts(cond: Any) -> list[Any]:
+    """The AND-ed parts of a condition (none without one): a WHERE's or an ON's conjuncts."""
     from sqlglot import exp
 
-    if where is None:
-        return []
-    return list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+    return list(cond.flatten()) if isinstance(cond, exp.And) else [cond] if cond is not None else []
+
+
+def _conjuncts(where: Any) -> list[Any]:
+    """The AND-ed conditions of a WHERE (none without one)."""
+    return and_parts(where.this) if where is not None else []
 
 
 def _without_lm(conjuncts: list[Any]) -> list[Any]:
