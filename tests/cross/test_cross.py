@@ -566,3 +566,55 @@ def test_a_name_that_is_no_option_is_named_in_turn():
         "British": "United Kingdom"}
     # a list of one is already alone (the same cached call), then the name in turn
     assert [words(m) for m in llm.prompts] == [["British"], ["England"]]
+
+
+def test_a_join_on_the_wrong_column_of_a_linked_table_moves_onto_the_link(tmp_path: Path):
+    import sqlite3
+
+    racing, geo = tmp_path / "racing.sqlite", tmp_path / "geo.sqlite"
+    with sqlite3.connect(racing) as con:
+        con.execute("CREATE TABLE circuits (circuitId INTEGER PRIMARY KEY, name TEXT, country TEXT)")
+        con.executemany("INSERT INTO circuits VALUES (?, ?, ?)", [
+            (1, "Monza", "Italy"), (2, "Jerez", "Spain"), (3, "Suzuka", "Japan"), (4, "Imola", "Italy"),
+            (5, "Zolder", "Belgium")])
+    with sqlite3.connect(geo) as con:
+        con.execute("CREATE TABLE country (Code TEXT PRIMARY KEY, Name TEXT, Population INTEGER)")
+        con.executemany("INSERT INTO country VALUES (?, ?, ?)", [
+            ("ITA", "Italy", 57_000_000), ("ESP", "Spain", 40_000_000), ("JPN", "Japan", 126_000_000),
+            ("BEL", "Belgium", 10_000_000)])
+    prompts: list[str] = []
+
+    def reply(messages) -> str:
+        head = messages[0].content
+        prompts.append(head)
+        if head.startswith("You pick"):
+            return '"racing + geo"'
+        if "CREATE TABLE circuits" in head:  # names joined to three-letter codes
+            return ("SELECT COUNT(*) FROM circuits AS T1 JOIN country AS T2 ON T1.country = T2.Code "
+                    "WHERE T2.Population > 50000000")
+        return "none"
+    dbs = {"racing": racing, "geo": geo}
+    llm = ScriptedLLM(reply)
+    out = answer_across("How many circuits are in countries of more than 50 million people?",
+                        [("racing", None), ("geo", None)], llm=llm,
+                        open_db=lambda n: open_database(dbs[n], name=n), engine=engine_for(llm),
+                        workdir=tmp_path / "w")
+    assert out.result.rows == [(3,)]  # Monza, Imola, Suzuka
+    assert "T1.country = T2.Name" in out.sql
+    assert out.notes[0] == ("joined on the value link: country.Code -> country.Name "
+                            "(the data links circuits.country to country.Name)")
+    (join,) = out.value_joins
+    assert join["exact_matches"] == 4 and join["lm_matched"] == {}
+    assert not [p for p in prompts if p.startswith(("You match", "You name"))]  # equal names need no LM
+
+
+def test_joins_on_links_leaves_linked_and_unlinked_comparisons_alone(two_dbs, tmp_path: Path):
+    from tagql.cross.merged import joins_on_links, merge
+
+    dbs = [open_database(two_dbs["racing"], name="racing"), open_database(two_dbs["geo"], name="geo")]
+    m = merge(dbs, tmp_path)
+    links = [(("drivers", "nationality"), ("country", "Name"))]
+    assert joins_on_links(MERGED_SQL, m, links) == (MERGED_SQL, [])  # already on the link
+    assert joins_on_links(MERGED_SQL, m, []) == (MERGED_SQL, [])  # no link found in the data
+    other = "SELECT COUNT(*) FROM drivers AS d JOIN country AS c ON d.driverId = c.Language"
+    assert joins_on_links(other, m, links) == (other, [])  # driverId is no linked column

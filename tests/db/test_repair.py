@@ -290,23 +290,88 @@ def test_a_qualifier_the_query_no_longer_has_is_named(club):
         prepare_sql(sql, club, repairs=[])
 
 
-def test_a_join_key_the_joined_table_lacks_is_named_not_requalified_into_a_self_comparison(db):
+def test_a_join_key_the_joined_table_lacks_takes_the_key_the_two_tables_have(db):
     # superpower has no hero_id: re-qualifying T2.hero_id as T1.hero_id would give T1.hero_id = T1.hero_id
-    # and tell the model about a condition it never wrote
+    # (always true); the one key between the two tables is what joins them
     bad = ("SELECT COUNT(*) FROM hero_power AS T1 JOIN superpower AS T2 ON T1.hero_id = T2.hero_id "
            "WHERE T2.power_name = 'Flight'")
-    tree = sqlglot.parse_one(bad, read="sqlite")
-    assert repair_columns(tree, db.schema) == [] and tree.sql(dialect="sqlite") == bad
-    with pytest.raises(InvalidQuery) as err:
+    sql, notes = repaired(bad, db)
+    assert notes == ["T1.hero_id = T2.hero_id -> T1.power_id = T2.id (superpower has no hero_id; joined by keys)"]
+    good = bad.replace("T1.hero_id = T2.hero_id", "T1.power_id = T2.id")
+    assert rows(db, sql) == rows(db, good) and db.execute(good).rows[0][0] > 0
+
+
+def test_a_join_key_neither_key_path_settles_is_named_for_the_model(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "f1.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE drivers (driverId INTEGER PRIMARY KEY, surname TEXT);
+        CREATE TABLE races (raceId INTEGER PRIMARY KEY, name TEXT);
+        CREATE TABLE results (resultId INTEGER PRIMARY KEY, raceId INTEGER REFERENCES races(raceId),
+                              driverId INTEGER REFERENCES drivers(driverId));
+        CREATE TABLE qualifying (qualifyId INTEGER PRIMARY KEY, raceId INTEGER REFERENCES races(raceId),
+                                 driverId INTEGER REFERENCES drivers(driverId));
+    """)
+    con.close()
+    db = open_database(path)
+    bad = "SELECT T1.surname FROM drivers AS T1 JOIN races AS T2 ON T1.driverId = T2.driverId"
+    with pytest.raises(InvalidQuery) as err:  # results or qualifying: the model says which
         prepare_sql(bad, db, repairs=[])
     msg = err.value.one_line()
-    assert "T2.hero_id" in msg and "superpower" in msg and "cannot be joined on hero_id" in msg
+    assert "T2.driverId" in msg and "cannot be joined on driverId" in msg
     assert "compares a column with itself" not in msg
-    assert "superpower joins hero_power (power_id)" in msg  # the key it does have
-    good = bad.replace("T1.hero_id = T2.hero_id", "T1.power_id = T2.id")
-    out = QuerySynthesizer(db, ScriptedLLM([bad, good])).run("How many heroes can fly?")
-    assert "cannot be joined on hero_id" in (out.attempts[0].error or "")
-    assert "ON T1.power_id = T2.id" in out.sql and out.result.rows[0][0] > 0
+    assert "races joins qualifying (raceId), results (raceId)" in msg  # the keys it does have
+    good = bad.replace("JOIN races AS T2 ON T1.driverId = T2.driverId",
+                       "JOIN results AS T3 ON T1.driverId = T3.driverId JOIN races AS T2 ON T3.raceId = T2.raceId")
+    out = QuerySynthesizer(db, ScriptedLLM([bad, good])).run("Which drivers raced?")
+    assert "cannot be joined on driverId" in (out.attempts[0].error or "")
+    assert out.sql == good
+
+
+def test_a_join_on_a_key_the_table_lacks_follows_the_key_path_an_undeclared_key_opens(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "offices.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE regions (region_id INTEGER PRIMARY KEY, region_name TEXT);
+        CREATE TABLE countries (country_id TEXT PRIMARY KEY, country_name TEXT,
+                                region_id INTEGER REFERENCES regions(region_id));
+        CREATE TABLE sites (site_id INTEGER PRIMARY KEY, city TEXT, country_id TEXT REFERENCES countries(country_id));
+        -- site_id names sites' key but is declared nowhere
+        CREATE TABLE teams (team_id INTEGER PRIMARY KEY, team_name TEXT, site_id INTEGER);
+        INSERT INTO regions VALUES (1, 'Europe'), (2, 'Americas');
+        INSERT INTO countries VALUES ('UK', 'United Kingdom', 1), ('DE', 'Germany', 1), ('US', 'United States', 2);
+        INSERT INTO sites VALUES (10, 'Oxford', 'UK'), (20, 'Seattle', 'US');
+        INSERT INTO teams VALUES (1, 'Sales', 10), (2, 'Research', 20), (3, 'Support', 20);
+    """)
+    con.close()
+    db = open_database(path)
+    # joined on the region: every team with every country of its region (UK and Germany)
+    bad = ("SELECT T2.country_name, T1.team_name FROM teams AS T1 JOIN countries AS T2 ON T1.region_id = T2.region_id "
+           "WHERE T2.country_name = 'United Kingdom'")
+    sql, notes = repaired(bad, db)
+    assert notes == ["T1.region_id = T2.region_id -> T3.country_id = T2.country_id "
+                     "(teams has no region_id; joined by keys through sites)"]
+    assert db.execute(sql).rows == [("United Kingdom", "Sales")]
+
+
+def test_implied_keys_are_read_from_key_names_only_where_one_table_is_keyed_by_them():
+    from tagql.db.schema import Column, ForeignKey, Schema, Table, implied_keys
+
+    schema = Schema("s", [
+        Table("sites", [Column("site_id", "INTEGER", primary_key=True), Column("city", "TEXT")]),
+        Table("teams", [Column("team_id", "INTEGER", primary_key=True), Column("site_id", "INTEGER"),
+                        Column("city", "TEXT")]),
+        Table("a", [Column("id", "INTEGER", primary_key=True)]),
+        Table("b", [Column("id", "INTEGER", primary_key=True), Column("a_id", "INTEGER")]),
+        Table("c", [Column("c_id", "INTEGER"), Column("site_id", "INTEGER")],
+              [ForeignKey(["site_id"], "sites", ["site_id"])]),
+    ])
+    # teams.site_id -> sites; not `id` (two tables are keyed by it), not `city` (no key name), not c's declared key
+    assert implied_keys(schema) == [("teams", "site_id", "sites", "site_id")]
 
 
 def test_a_table_spelt_with_other_case_or_underscores_is_respelt(db):
@@ -422,27 +487,6 @@ def test_a_join_key_the_joined_table_lacks_goes_through_the_one_table_that_bridg
     assert sql == ("SELECT T1.molecule_id FROM atom AS T1 JOIN connected AS T3 ON T1.atom_id = T3.atom_id "
                    "INNER JOIN bond AS T2 ON T3.bond_id = T2.bond_id WHERE T2.bond_type = '='")
     assert len(tox.execute(sql).rows) > 0
-
-
-def test_a_join_key_with_several_bridges_is_left_to_the_model(tmp_path):
-    import sqlite3
-
-    path = tmp_path / "f1.sqlite"
-    con = sqlite3.connect(path)
-    con.executescript("""
-        CREATE TABLE drivers (driverId INTEGER PRIMARY KEY, surname TEXT);
-        CREATE TABLE races (raceId INTEGER PRIMARY KEY, name TEXT);
-        CREATE TABLE results (resultId INTEGER PRIMARY KEY, raceId INTEGER REFERENCES races(raceId),
-                              driverId INTEGER REFERENCES drivers(driverId));
-        CREATE TABLE qualifying (qualifyId INTEGER PRIMARY KEY, raceId INTEGER REFERENCES races(raceId),
-                                 driverId INTEGER REFERENCES drivers(driverId));
-    """)
-    con.close()
-    db = open_database(path)
-    # results and qualifying both hold driverId and a key to races: which one was meant, the model says
-    with pytest.raises(InvalidQuery, match="cannot be joined on driverId"):
-        prepare_sql("SELECT T1.surname FROM drivers AS T1 JOIN races AS T2 ON T1.driverId = T2.driverId", db,
-                    repairs=[])
 
 
 def test_a_column_named_after_a_key_reads_the_label_of_the_row_it_points_to(db):

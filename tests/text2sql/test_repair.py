@@ -209,3 +209,68 @@ def test_a_number_of_decimal_places_the_question_states_rounds_the_computed_outp
         notes = []
         prepare_sql(written, tox, repairs=notes, question=asked)
         assert not any("decimal places" in n for n in notes)
+
+
+@pytest.mark.parametrize("question, sql, expected, notes", [
+    # the zeros miscounted: 50 million written with five zeros (cross dev x30)
+    ("How many competitions took place in countries with a population of more than 50 million?",
+     "SELECT COUNT(*) FROM country WHERE Population > 5000000",
+     "SELECT COUNT(*) FROM country WHERE Population > 50000000",
+     ["5000000 -> 50000000 (the question: '50 million')"]),
+    # a decimal number and a scale word; one zero too many
+    ("Which cities have more than 1.5 billion visitors?",
+     "SELECT name FROM city WHERE visitors > 15000000000",
+     "SELECT name FROM city WHERE visitors > 1500000000",
+     ["15000000000 -> 1500000000 (the question: '1.5 billion')"]),
+])
+def test_a_number_with_a_scale_word_gets_its_zeros_back(question, sql, expected, notes):
+    from tagql.text2sql.repair import repair_scaled_numbers
+
+    tree = sqlglot.parse_one(sql)
+    assert repair_scaled_numbers(tree, question) == notes
+    assert tree.sql() == expected
+
+
+@pytest.mark.parametrize("question, sql", [
+    # written in full already
+    ("Countries with more than 50 million people?", "SELECT name FROM country WHERE Population > 50000000"),
+    # a column kept in millions: the stated number itself
+    ("Singers worth more than 30 million?", "SELECT Name FROM singer WHERE Net_Worth_Millions > 30"),
+    # another number of the question, and a LIMIT
+    ("The 10 countries over 100 million, and how many have 1000000 cars?",
+     "SELECT name FROM country WHERE cars = 1000000 AND Population > 100000000 LIMIT 10"),
+    # no scale word: nothing to go by
+    ("Countries with more than 5000000 people?", "SELECT name FROM country WHERE Population > 500000"),
+    # a power of ten of two stated numbers: ambiguous, left alone
+    ("Between 2 million and 20 million people?", "SELECT name FROM country WHERE Population BETWEEN 200000 AND 20000000"),
+])
+def test_scaled_numbers_leave_other_literals_alone(question, sql):
+    from tagql.text2sql.repair import repair_scaled_numbers
+
+    tree = sqlglot.parse_one(sql)
+    assert repair_scaled_numbers(tree, question) == []
+    assert tree.sql() == sqlglot.parse_one(sql).sql()
+
+
+def test_the_scaled_number_repair_runs_in_prepare_sql(tmp_path):
+    import sqlite3
+
+    from tagql.db.connection import open_database
+
+    path = tmp_path / "world.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE country (Code TEXT PRIMARY KEY, Name TEXT, Population INTEGER)")
+    con.executemany("INSERT INTO country VALUES (?, ?, ?)",
+                    [("AAA", "Big", 80_000_000), ("BBB", "Mid", 9_000_000), ("CCC", "Small", 300_000)])
+    con.commit()
+    con.close()
+    db = open_database(path)
+    try:
+        repairs: list[str] = []
+        question = "How many countries have a population of more than 50 million?"
+        fixed = prepare_sql("SELECT COUNT(*) FROM country WHERE Population > 5000000", db, repairs=repairs,
+                            question=question)
+        assert repairs == ["5000000 -> 50000000 (the question: '50 million')"]
+        assert db.execute(fixed).rows == [(1,)]
+    finally:
+        db.close()

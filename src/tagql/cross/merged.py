@@ -274,13 +274,9 @@ def _copy_without_keys(source: Path, target: Path, duckdb: Any) -> None:
         src.close()
 
 
-def cross_equalities(sql: str, merged: Merged) -> list[tuple[tuple[str, str], tuple[str, str]]]:
-    """The column pairs of ``sql`` that compare a column of one database with one of the other: ``a.x = b.y``
-    and ``a.x IN (SELECT b.y ...)``. Aliases resolve in their own SELECT (then the enclosing ones)."""
-    try:
-        tree = sqlglot.parse_one(sql, read="duckdb")
-    except sqlglot.errors.ParseError:
-        return []
+def _column_pairs(tree: exp.Expression, merged: Merged) -> list[tuple[exp.Column, str, exp.Column, str]]:
+    """Each comparison of a column of one database with one of the other, as the two column nodes and
+    their (merged) tables: ``a.x = b.y`` and ``a.x IN (SELECT b.y ...)``."""
     pairs: list[tuple[exp.Column, exp.Column]] = []
     for eq in tree.find_all(exp.EQ):
         if isinstance(eq.this, exp.Column) and isinstance(eq.expression, exp.Column):
@@ -297,10 +293,63 @@ def cross_equalities(sql: str, merged: Merged) -> list[tuple[tuple[str, str], tu
     for left, right in pairs:
         a, b = _column_table(left, merged), _column_table(right, merged)
         if a and b and merged.database_of(a) != merged.database_of(b):
-            pair = ((a, left.name), (b, right.name))
-            if pair not in out:
-                out.append(pair)
+            out.append((left, a, right, b))
     return out
+
+
+def cross_equalities(sql: str, merged: Merged) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """The column pairs of ``sql`` that compare a column of one database with one of the other: ``a.x = b.y``
+    and ``a.x IN (SELECT b.y ...)``. Aliases resolve in their own SELECT (then the enclosing ones)."""
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.ParseError:
+        return []
+    out = []
+    for left, a, right, b in _column_pairs(tree, merged):
+        pair = ((a, left.name), (b, right.name))
+        if pair not in out:
+            out.append(pair)
+    return out
+
+
+def joins_on_links(sql: str, merged: Merged, links: Sequence[tuple[tuple[str, str], tuple[str, str]]],
+                   ) -> tuple[str, list[str]]:
+    """``sql`` with each comparison across the two databases moved onto the value link of its table: the
+    model wrote ``competition.Country = country.Code`` (names against three-letter codes, cross dev x30;
+    ``circuits.country = country.Code``, x36) where the data links ``competition.Country`` to
+    ``country.Name``. When one side of a comparison is a linked column and the other side is the primary
+    key of the table that holds its link partner, that side becomes the partner: the key and the partner
+    name the same rows, and equal values join exactly (no LM matching of names to codes). A column that is
+    not its table's key is left alone (``lang.CountryCode`` is a country, its table's linked
+    ``lang.Language`` a language). Returns the SQL (unchanged when nothing moved) and one note per move."""
+    if not links:
+        return sql, []
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.ParseError:
+        return sql, []
+    partner: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for (ta, ca), (tb, cb) in links:
+        partner.setdefault((ta.lower(), ca.lower()), set()).add((tb.lower(), cb.lower()))
+        partner.setdefault((tb.lower(), cb.lower()), set()).add((ta.lower(), ca.lower()))
+    notes = []
+    for left, a, right, b in _column_pairs(tree, merged):
+        here = {(a.lower(), left.name.lower()), (b.lower(), right.name.lower())}
+        if any(here & partner.get(side, set()) for side in here):
+            continue  # already on a link
+        for col, table, other, other_table in ((left, a, right, b), (right, b, left, a)):
+            meant = [c for t, c in partner.get((table.lower(), col.name.lower()), set()) if t == other_table.lower()]
+            found = merged.schema.table(other_table)
+            written = found.column(other.name) if found is not None else None
+            keys = [c for c in found.columns if c.primary_key] if found is not None else []
+            if (len(meant) == 1 and written is not None and keys == [written]
+                    and found.column(meant[0]) is not None):
+                name = found.column(meant[0]).name
+                notes.append(f"{other_table}.{other.name} -> {other_table}.{name} (the data links "
+                             f"{table}.{col.name} to {other_table}.{name})")
+                other.set("this", exp.to_identifier(name))
+                break
+    return (tree.sql(dialect="duckdb"), notes) if notes else (sql, [])
 
 
 def one_sided(sql: str, merged: Merged, links: Sequence[tuple[tuple[str, str], tuple[str, str]]] = ()) -> str | None:

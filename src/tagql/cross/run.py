@@ -148,6 +148,7 @@ def answer_merged(
         choose_databases,
         cross_equalities,
         joinable_pairs,
+        joins_on_links,
         match_joins,
         merge,
         one_sided,
@@ -204,26 +205,32 @@ def answer_merged(
             raise failed from exc
         t_sql = time.perf_counter() - t2
         t3 = time.perf_counter()
-        equalities = cross_equalities(outcome.sql, merged)
-        joins = match_joins(mdb, equalities, "", engine, schema=merged.schema) if equalities else []
+        sql, moved = joins_on_links(outcome.sql, merged, links)
         result = outcome.result
+        if moved:
+            try:
+                result = mdb.execute(sql)
+            except TagqlError:  # the moved query does not run: the model's own stands
+                sql, moved = outcome.sql, []
+        equalities = cross_equalities(sql, merged)
+        joins = match_joins(mdb, equalities, "", engine, schema=merged.schema) if equalities else []
         if any(j.matched for j in joins):
             with tempfile.TemporaryDirectory(prefix="tagql-cross-", dir=base) as tmp:
                 copy = rewritten_copy(merged, joins, Path(tmp) / "matched.duckdb")
                 cdb = open_database(copy, name=mdb.name)
                 try:
-                    result = cdb.execute(outcome.sql)
+                    result = cdb.execute(sql)
                 finally:
                     cdb.close()
         t_join = time.perf_counter() - t3
     finally:
         mdb.close()
-    steps.append(Step(mdb.name, question, outcome.sql, len(result.rows), t_sql,
+    steps.append(Step(mdb.name, question, sql, len(result.rows), t_sql,
                       [{"sql": a.sql, "error": a.error} for a in outcome.attempts if a.error]))
     out = CrossOutcome(plan, result, steps, timings={
         "plan_s": round(t_plan, 3), "merge_s": round(t_merge, 3), "sql_s": round(t_sql, 3),
         "join_s": round(t_join, 3), "total_s": round(time.perf_counter() - t0, 3)},
-        notes=list(result.notes))
+        notes=[*(f"joined on the value link: {m}" for m in moved), *result.notes])
     out.value_joins = [j.to_dict() for j in joins]
     out.links = [f"{a}.{b} -> {c}.{d}" for (a, b), (c, d) in links]
     if equalities == []:

@@ -446,6 +446,11 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
                     by_alias[bridged.alias.lower()] = bridged
                     notes.append(f"{wrong} -> {bridged.alias}.{name} (joined {bridged.table.name} between "
                                  f"{having[0].table.name} and {by_alias[qualifier.lower()].table.name})")
+                    continue
+                path = _join_by_key_path(select, sources, col, by_alias[qualifier.lower()], having[0], schema)
+                if path is not None:
+                    by_alias.update((s.alias.lower(), s) for s in sources)
+                    notes.append(path)
                 continue
             if qualifier:  # an unqualified column that one table has is not an error
                 col.set("table", exp.to_identifier(having[0].alias))
@@ -631,6 +636,46 @@ def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking
         joins.insert(joins.index(mine[0]), exp.Join(this=node, on=on))
     sources.insert(sources.index(later), added)
     return added
+
+
+def _join_by_key_path(select: exp.Select, sources: list[_Source], col: exp.Column, lacking: _Source,
+                      other: _Source, schema: Schema, max_hops: int = 3) -> str | None:
+    """``lacking.k = other.k`` as a JOIN's whole condition, where ``lacking`` has no ``k`` and no one table
+    bridges them on ``k`` (:func:`_bridge`): the condition becomes the one shortest key path between the two
+    tables, declared or implied keys (hr_1's "departments located in European countries" written
+    ``departments JOIN countries ON departments.REGION_ID = countries.REGION_ID`` -> ``departments JOIN
+    locations ON departments.LOCATION_ID = locations.LOCATION_ID JOIN countries ON locations.COUNTRY_ID =
+    countries.COUNTRY_ID``: a region would pair each department with every country of it). Paths through a
+    table the query already reads, or up to a shared parent and down again, are not taken. Returns the
+    note, or None when nothing changed."""
+    joins = select.args.get("joins") or []
+    later, earlier = (lacking, other) if sources.index(lacking) > sources.index(other) else (other, lacking)
+    mine = [j for j in joins if j.this.alias_or_name.lower() == later.alias.lower()]
+    eq = col.parent
+    if len(mine) != 1 or not isinstance(eq, exp.EQ) or mine[0].args.get("on") is not eq:
+        return None
+    used = {s.table.name.lower() for s in sources}
+    paths = [p for p in _paths(schema, {earlier.table.name.lower()}, later.table.name, max_hops)
+             if not any(link.b.lower() in used for link in p[:-1]) and not _through_a_parent(p)]
+    if len(paths) != 1:
+        return None
+    before = eq.sql()
+    alias_prev, added = earlier.alias, []
+    for link in paths[0]:
+        last = link is paths[0][-1]
+        alias = later.alias if last else _new_alias(sources, link.b)
+        on = exp.and_(*[exp.EQ(this=exp.column(a, table=alias_prev), expression=exp.column(b, table=alias))
+                        for a, b in zip(link.a_cols, link.b_cols, strict=True)])
+        if last:
+            mine[0].set("on", on)
+        else:
+            joins.insert(joins.index(mine[0]), exp.Join(this=table_node(link.b, alias), on=on))
+            sources.insert(sources.index(later), _Source(alias, schema.table(link.b)))  # type: ignore[arg-type]
+            added.append(link.b)
+        alias_prev = alias
+    via = f" through {', '.join(added)}" if added else ""
+    return (f"{before} -> {mine[0].args['on'].sql()} ({lacking.table.name} has no {col.name}; "
+            f"joined by keys{via})")
 
 
 def _referenced_by(table: Table, key: str, target: Table) -> str | None:

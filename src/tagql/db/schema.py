@@ -146,27 +146,62 @@ class Schema:
 @dataclass(frozen=True)
 class KeyLink:
     """One foreign key, seen from ``a`` to ``b`` (``a_cols`` = ``b_cols``); ``up`` when ``a`` holds the key
-    (many rows of ``a`` to one of ``b``). Joins are walked both ways, so every key gives two links."""
+    (many rows of ``a`` to one of ``b``). Joins are walked both ways, so every key gives two links.
+    ``implied``: not declared, read from the names (:func:`implied_keys`)."""
 
     a: str
     a_cols: tuple[str, ...]
     b: str
     b_cols: tuple[str, ...]
     up: bool = True
+    implied: bool = False
+
+
+_KEY_NAME = re.compile(r"(?:id|code|key)$", re.IGNORECASE)
+
+
+def implied_keys(schema: Schema) -> list[tuple[str, str, str, str]]:
+    """Keys a schema uses without declaring them: ``(table, column, referenced table, its column)`` for a
+    column named like a key (``..id``, ``..code``, ``..key``) that is the one-column primary key of exactly
+    one other table, and neither a declared key nor the one-column primary key of its own table (Spider's hr_1: ``departments.LOCATION_ID`` is
+    ``locations``' primary key, declared nowhere)."""
+    owner: dict[str, list[tuple[str, str]]] = {}
+    for t in schema.tables:
+        pk = [c for c in t.columns if c.primary_key]
+        if len(pk) == 1 and _KEY_NAME.search(pk[0].name):
+            owner.setdefault(pk[0].name.lower(), []).append((t.name, pk[0].name))
+    out = []
+    for t in schema.tables:
+        declared = {c.lower() for fk in t.foreign_keys for c in fk.columns}
+        own = [c for c in t.columns if c.primary_key]
+        for c in t.columns:
+            if own == [c] or c.name.lower() in declared or len(owner.get(c.name.lower(), [])) != 1:
+                continue  # its table's own key, a declared key, or a name several tables key by
+            refs = [r for r in owner[c.name.lower()] if r[0].lower() != t.name.lower()]
+            if refs:
+                out.append((t.name, c.name, *refs[0]))
+    return out
 
 
 def key_links(schema: Schema) -> dict[str, list[KeyLink]]:
-    """Declared foreign keys in both directions, by table (lower-case name); keys to a table the schema
-    lacks, or whose column lists differ in length, are left out (nothing can be joined over them)."""
+    """Foreign keys in both directions, by table (lower-case name): the declared ones, then the implied
+    ones (:func:`implied_keys`); keys to a table the schema lacks, or whose column lists differ in length,
+    are left out (nothing can be joined over them)."""
     out: dict[str, list[KeyLink]] = {}
+
+    def add(fwd: KeyLink) -> None:
+        out.setdefault(fwd.a.lower(), []).append(fwd)
+        out.setdefault(fwd.b.lower(), []).append(
+            KeyLink(fwd.b, fwd.b_cols, fwd.a, fwd.a_cols, up=False, implied=fwd.implied))
+
     for t in schema.tables:
         for fk in t.foreign_keys:
             ref = schema.table(fk.ref_table)
             if ref is None or not fk.columns or len(fk.columns) != len(fk.ref_columns):
                 continue
-            fwd = KeyLink(t.name, tuple(fk.columns), ref.name, tuple(fk.ref_columns))
-            out.setdefault(t.name.lower(), []).append(fwd)
-            out.setdefault(ref.name.lower(), []).append(KeyLink(ref.name, fwd.b_cols, t.name, fwd.a_cols, up=False))
+            add(KeyLink(t.name, tuple(fk.columns), ref.name, tuple(fk.ref_columns)))
+    for table, column, ref, ref_column in implied_keys(schema):
+        add(KeyLink(table, (column,), ref, (ref_column,), implied=True))
     return out
 
 

@@ -57,6 +57,7 @@ from tagql.text2sql.repair import (
     repair_length_order,
     repair_listed_values,
     repair_month_order,
+    repair_scaled_numbers,
     repair_word_count,
 )
 from tagql.text2sql.values import ValueMatch
@@ -163,6 +164,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
             repairs += repair_month_order(tree, question)
         repairs += repair_word_count(tree, question)
         repairs += repair_decimal_places(tree, question)
+        repairs += repair_scaled_numbers(tree, question)
         same = self_comparisons(tree)
         if same:
             raise InvalidQuery(f"the condition {same[0]} compares a column with itself (always true): "

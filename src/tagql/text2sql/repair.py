@@ -11,11 +11,14 @@ question asks (each reported as a note, like the schema repairs in :mod:`tagql.d
    elements c, n, o and f by ..." written over every element keeps ``element IN ('c', 'n', 'o', 'f')``.
 4. **A word-count bound off by one** (:func:`repair_word_count`): "a name of two or more words" written
    ``LENGTH(n) - LENGTH(REPLACE(n, ' ', '')) + 1 > 2`` becomes ``... >= 2``.
+5. **A number written with the wrong count of zeros** (:func:`repair_scaled_numbers`): "a population of
+   more than 50 million" written ``Population > 5000000`` becomes ``> 50000000``.
 """
 
 from __future__ import annotations
 
 import re
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -359,4 +362,56 @@ def repair_decimal_places(tree: exp.Expression, question: str) -> list[str]:
         else:
             item.replace(rounded)
         notes.append(f"output {i + 1} rounded to {n} decimal places, as the question asks")
+    return notes
+
+
+_SCALED = re.compile(r"\b(\d+(?:,\d{3})*(?:\.\d+)?)\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
+_SCALE_ZEROS = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+
+
+def _decimal(text: str) -> Decimal | None:
+    try:
+        return Decimal(text.replace(",", ""))
+    except InvalidOperation:
+        return None
+
+
+def _power_of_ten(ratio: Decimal) -> int | None:
+    """k when ``ratio`` is 10**k for a whole k >= 1, else None."""
+    if ratio <= 1 or ratio != ratio.to_integral_value():
+        return None
+    digits = str(int(ratio))
+    return len(digits) - 1 if digits.strip("0") == "1" else None
+
+
+def repair_scaled_numbers(tree: exp.Expression, question: str) -> list[str]:
+    """"Countries with a population of more than 50 million" written ``Population > 5000000`` (cross dev
+    x30): the 1.5B model miscounts the zeros of a number the question writes with a scale word. A numeric
+    literal of the SQL that is a stated number times a power of ten, other than the one its scale word
+    says, becomes the number in full (``50 million`` -> 50000000). A literal equal to the stated number
+    itself (a column kept in millions: ``Net_Worth_Millions > 30``), or to another number of the question,
+    is left alone, as are LIMIT and OFFSET counts."""
+    stated: list[tuple[Decimal, Decimal, str]] = []
+    for m in _SCALED.finditer(question or ""):
+        value = _decimal(m.group(1))
+        if value is not None and value > 0:
+            stated.append((value, value.scaleb(_SCALE_ZEROS[m.group(2).lower()]), m.group(0)))
+    if not stated:
+        return []
+    meant = {full for _, full, _ in stated} | {v for v, _, _ in stated}
+    meant |= {d for d in (_decimal(n) for n in re.findall(r"\d+(?:\.\d+)?", question)) if d is not None}
+    notes = []
+    for literal in list(tree.find_all(exp.Literal)):
+        if literal.is_string or literal.find_ancestor(exp.Limit, exp.Offset) is not None:
+            continue
+        written = _decimal(literal.this)
+        if written is None or written <= 0 or written in meant:
+            continue
+        fits = [(full, phrase) for value, full, phrase in stated if _power_of_ten(written / value) is not None]
+        if len({full for full, _ in fits}) != 1:
+            continue
+        full, phrase = fits[0]
+        text = str(int(full)) if full == full.to_integral_value() else format(full.normalize(), "f")
+        notes.append(f"{literal.this} -> {text} (the question: {phrase!r})")
+        literal.replace(exp.Literal.number(text))
     return notes
