@@ -618,3 +618,61 @@ def test_joins_on_links_leaves_linked_and_unlinked_comparisons_alone(two_dbs, tm
     assert joins_on_links(MERGED_SQL, m, []) == (MERGED_SQL, [])  # no link found in the data
     other = "SELECT COUNT(*) FROM drivers AS d JOIN country AS c ON d.driverId = c.Language"
     assert joins_on_links(other, m, links) == (other, [])  # driverId is no linked column
+
+
+def _offices_and_geo(tmp_path: Path) -> dict[str, Path]:
+    import sqlite3
+
+    offices, geo = tmp_path / "offices.sqlite", tmp_path / "geo.sqlite"
+    with sqlite3.connect(offices) as con:
+        con.executescript("""
+            CREATE TABLE regions (region_id INTEGER PRIMARY KEY, region_name TEXT);
+            CREATE TABLE countries (country_id TEXT PRIMARY KEY, country_name TEXT,
+                                    region_id INTEGER REFERENCES regions(region_id));
+            CREATE TABLE sites (site_id INTEGER PRIMARY KEY, city TEXT, country_id TEXT REFERENCES countries(country_id));
+            CREATE TABLE teams (team_id INTEGER PRIMARY KEY, team_name TEXT, site_id INTEGER);  -- key not declared
+            INSERT INTO regions VALUES (1, 'Europe'), (2, 'Americas');
+            INSERT INTO countries VALUES ('UK', 'United Kingdom', 1), ('DE', 'Germany', 1), ('US', 'United States', 2);
+            INSERT INTO sites VALUES (10, 'Oxford', 'UK'), (20, 'Seattle', 'US');
+            INSERT INTO teams VALUES (1, 'Sales', 10), (2, 'Research', 20), (3, 'Support', 20);
+        """)
+    with sqlite3.connect(geo) as con:
+        con.execute("CREATE TABLE country (Code TEXT PRIMARY KEY, Name TEXT, Continent TEXT)")
+        con.executemany("INSERT INTO country VALUES (?, ?, ?)", [
+            ("GBR", "United Kingdom", "Europe"), ("DEU", "Germany", "Europe"), ("USA", "United States", "North America")])
+    return {"offices": offices, "geo": geo}
+
+
+def test_a_merged_query_follows_a_key_the_database_never_declared(tmp_path: Path):
+    dbs = _offices_and_geo(tmp_path)
+
+    def reply(messages) -> str:
+        if messages[0].content.startswith("You pick"):
+            return '"offices + geo"'
+        # teams joined to countries by region: each team with every country of its region
+        return ("SELECT COUNT(*) FROM teams AS T1 JOIN countries AS T2 ON T1.region_id = T2.region_id "
+                "JOIN country AS T3 ON T2.country_name = T3.Name WHERE T3.Continent = 'Europe'")
+    llm = ScriptedLLM(reply)
+    out = answer_across("How many teams work at sites in European countries?", [("offices", None), ("geo", None)],
+                        llm=llm, open_db=lambda n: open_database(dbs[n], name=n), workdir=tmp_path / "w")
+    # the merged copy kept the primary keys, so teams.site_id -> sites.site_id is read from the names
+    assert "sites AS" in out.sql and out.result.rows == [(1,)]  # Sales, in Oxford
+
+
+def test_a_merged_join_of_a_number_with_a_text_goes_back_to_the_model_with_the_link(tmp_path: Path):
+    dbs = _offices_and_geo(tmp_path)
+    bad = ("SELECT T1.city FROM sites AS T1 JOIN country AS T2 ON T1.site_id = T2.Name "
+           "WHERE T2.Continent = 'Europe'")
+    good = ("SELECT T1.city FROM sites AS T1 JOIN countries AS T3 ON T1.country_id = T3.country_id "
+            "JOIN country AS T2 ON T3.country_name = T2.Name WHERE T2.Continent = 'Europe'")
+    sqls = iter([bad, good])
+
+    def reply(messages) -> str:
+        return '"offices + geo"' if messages[0].content.startswith("You pick") else next(sqls)
+    out = answer_across("Which sites are in European countries?", [("offices", None), ("geo", None)],
+                        llm=ScriptedLLM(reply), open_db=lambda n: open_database(dbs[n], name=n),
+                        workdir=tmp_path / "w")
+    error = out.steps[-1].attempts[0]["error"]
+    assert error.startswith("sites.site_id holds numbers and country.Name text: joined, they never match")
+    assert "countries.country_name = country.Name" in error  # the value link found in the data
+    assert out.result.rows == [("Oxford",)]

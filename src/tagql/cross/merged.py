@@ -371,6 +371,36 @@ def one_sided(sql: str, merged: Merged, links: Sequence[tuple[tuple[str, str], t
             f"join a table of {others[0]}" + (f" (they join on {how})" if how else ""))
 
 
+def _kind(merged: Merged, table: str, column: str) -> str:
+    """``number`` or ``text`` for a column of the merged schema by its declared type; '' when unknown."""
+    t = merged.schema.table(table)
+    c = t.column(column) if t is not None else None
+    kind = (c.type or "").upper() if c is not None else ""
+    if any(k in kind for k in ("CHAR", "TEXT", "CLOB", "STRING")):
+        return "text"
+    if any(k in kind for k in ("INT", "REAL", "FLOA", "DOUB", "NUM", "DEC")):
+        return "number"
+    return ""
+
+
+def mismatched_types(sql: str, merged: Merged, links: Sequence[tuple[tuple[str, str], tuple[str, str]]] = (),
+                     ) -> str | None:
+    """Why ``sql`` joins the two databases on columns that cannot hold the same values, a number against a
+    text (``party_host.Host_ID = country.Name``, cross dev x31: DuckDB stops with a conversion error that
+    says nothing of the join), naming the value links to join on; None when no such comparison."""
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.ParseError:
+        return None
+    for left, a, right, b in _column_pairs(tree, merged):
+        kinds = {_kind(merged, a, left.name), _kind(merged, b, right.name)}
+        if kinds == {"number", "text"}:
+            how = "; ".join(f"{ta}.{ca} = {tb}.{cb}" for (ta, ca), (tb, cb) in links)
+            return (f"{a}.{left.name} holds numbers and {b}.{right.name} text: joined, they never match"
+                    + (f"; the two databases join on {how}" if how else ""))
+    return None
+
+
 def _scope(select: exp.Select) -> dict[str, str]:
     """alias (or name) -> table, for the tables in this SELECT's own FROM and JOINs."""
     found = {}

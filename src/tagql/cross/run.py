@@ -151,6 +151,7 @@ def answer_merged(
         joins_on_links,
         match_joins,
         merge,
+        mismatched_types,
         one_sided,
         rewritten_copy,
         text_values,
@@ -189,7 +190,7 @@ def answer_merged(
     _declare_keys(mdb, keyed)
     try:
         def check(sql: str) -> None:
-            why = one_sided(sql, merged, links)
+            why = one_sided(sql, merged, links) or mismatched_types(sql, merged, links)
             if why is not None:
                 raise InvalidQuery(why)
 
@@ -240,11 +241,15 @@ def answer_merged(
 
 def _declare_keys(db: Database, keyed: Schema) -> None:
     """The merged file's tables were copied without their keys: give its schema (what the repairs of
-    :mod:`tagql.db.repair` follow to join tables) the keys of the source databases and the value links."""
+    :mod:`tagql.db.repair` follow to join tables, declared keys and those implied by primary keys' names)
+    the primary and foreign keys of the source databases and the value links."""
     for table in db.schema.tables:
         source = keyed.table(table.name)
         if source is not None:
             table.foreign_keys = [fk for fk in source.foreign_keys if db.schema.table(fk.ref_table) is not None]
+            for column in table.columns:
+                own = source.column(column.name)
+                column.primary_key = bool(own is not None and own.primary_key)
 
 
 def _run_query(db: Database, asked: str, schema: Schema | None, label: str, llm: LLM, max_tokens: int,

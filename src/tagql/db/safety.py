@@ -19,7 +19,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from tagql.db.dialects import for_name
 from tagql.db.limits import check_bounds
-from tagql.db.schema import Schema, Table
+from tagql.db.schema import Schema, Table, key_links
 from tagql.errors import InvalidQuery, UnsafeQuery
 
 _QUERY_ROOTS: tuple[type[exp.Expression], ...] = (exp.Select, exp.Union, exp.Intersect, exp.Except)
@@ -204,9 +204,9 @@ def _join_key_hint(table: Table, name: str, schema: Schema, used: set[str]) -> s
     owners = [t for t in schema.tables if t.column(name) is not None and t.name.lower() not in used_low]
     owners.sort(key=lambda t: -len(mine & {c.name.lower() for c in t.columns}))
     owners = [t.name for t in owners]
-    keys = [f"{fk.ref_table} ({', '.join(fk.columns)})" for fk in table.foreign_keys]
-    keys += [f"{t.name} ({', '.join(fk.columns)})" for t in schema.tables for fk in t.foreign_keys
-             if fk.ref_table.lower() == table.name.lower() and t.name != table.name]
+    links = [link for link in key_links(schema).get(table.name.lower(), []) if link.b.lower() != table.name.lower()]
+    keys = [f"{link.b} ({', '.join(link.a_cols if link.up else link.b_cols)})"  # declared, then implied
+            for link in sorted(links, key=lambda link: (link.implied, not link.up))]
     hint = f", so it cannot be joined on {name}"
     if owners:
         hint += f"; join a table that has {name} ({', '.join(owners[:4])})"
