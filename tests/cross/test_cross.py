@@ -676,3 +676,44 @@ def test_a_merged_join_of_a_number_with_a_text_goes_back_to_the_model_with_the_l
     assert error.startswith("sites.site_id holds numbers and country.Name text: joined, they never match")
     assert "countries.country_name = country.Name" in error  # the value link found in the data
     assert out.result.rows == [("Oxford",)]
+
+
+def test_the_one_partner_whose_schema_names_a_word_of_the_question_is_the_only_pair_offered():
+    from types import SimpleNamespace
+
+    from tagql.cross.merged import named_partners
+    from tagql.db.schema import Column, Schema, Table
+
+    def db(*tables: tuple[str, list[str]]):
+        return SimpleNamespace(schema=Schema("x", [Table(n, [Column(c, "TEXT") for c in cols]) for n, cols in tables]))
+    dbs = {"games": db(("competition", ["Competition_ID", "Country", "Year"])),
+           "racing": db(("circuits", ["circuitId", "name", "country"])),
+           "geo": db(("country", ["Code", "Name", "Continent", "Population"])),
+           "cars": db(("continents", ["ContId", "Continent"]), ("countries", ["CountryId", "CountryName"]))}
+    asked = "How many competitions took place in countries with a population of more than 50 million?"
+    assert named_partners(asked, "games", ["racing", "geo"], dbs) == ["geo"]  # population: geo alone
+    # continent is named by two partners: the model chooses among both
+    assert named_partners("Which continent hosts the most competitions?", "games", ["geo", "cars", "racing"], dbs) == []
+    # a word the first database names already (country) decides nothing
+    assert named_partners("How many competitions per country?", "games", ["racing", "geo"], dbs) == []
+
+
+def test_two_tables_linked_by_codes_and_by_names_keep_one_link(tmp_path: Path):
+    import sqlite3
+
+    from tagql.cross.merged import merge, text_values, value_links
+
+    hr, geo = tmp_path / "hr.sqlite", tmp_path / "geo.sqlite"
+    with sqlite3.connect(hr) as con:
+        con.execute("CREATE TABLE countries (COUNTRY_ID TEXT PRIMARY KEY, COUNTRY_NAME TEXT)")
+        con.executemany("INSERT INTO countries VALUES (?, ?)", [
+            ("DE", "Germany"), ("FR", "France"), ("IT", "Italy"), ("US", "United States of America")])
+    with sqlite3.connect(geo) as con:
+        con.execute("CREATE TABLE country (Code TEXT PRIMARY KEY, Code2 TEXT, Name TEXT)")
+        con.executemany("INSERT INTO country VALUES (?, ?, ?)", [
+            ("DEU", "DE", "Germany"), ("FRA", "FR", "France"), ("ITA", "IT", "Italy"), ("USA", "US", "United States")])
+    dbs = [open_database(hr, name="hr"), open_database(geo, name="geo")]
+    merged = merge(dbs, tmp_path / "w")
+    links = value_links({d.name: text_values(d) for d in dbs}, merged)
+    # the codes share 4 of 4, the names 3 of 4: one relation, one link
+    assert links == [(("countries", "COUNTRY_ID"), ("country", "Code2"))]

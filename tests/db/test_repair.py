@@ -631,3 +631,30 @@ def test_a_generic_name_the_table_lacks_is_its_naming_column(tmp_path):
     # unqualified in a SELECT of two tables: which table's name is not said, so nothing is guessed
     with pytest.raises(InvalidQuery, match="name"):
         prepare_sql("SELECT name FROM city JOIN country ON city.country_id = country.country_id", places, repairs=[])
+
+
+def test_a_column_two_joined_tables_reach_equally_is_reached_from_the_table_it_was_qualified_with(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "teams.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE countries (country_id TEXT PRIMARY KEY, country_name TEXT);
+        CREATE TABLE sites (site_id INTEGER PRIMARY KEY, city TEXT, country_id TEXT REFERENCES countries(country_id));
+        CREATE TABLE teams (team_id INTEGER PRIMARY KEY, team_name TEXT, site_id INTEGER REFERENCES sites(site_id),
+                            country_id TEXT REFERENCES countries(country_id));  -- the team's home country
+        INSERT INTO countries VALUES ('UK', 'United Kingdom'), ('DE', 'Germany');
+        INSERT INTO sites VALUES (10, 'Oxford', 'UK'), (20, 'Berlin', 'DE');
+        INSERT INTO teams VALUES (1, 'Sales', 20, 'UK'), (2, 'Research', 10, 'UK');
+    """)
+    con.close()
+    db = open_database(path)
+    # the site's country: countries is one key away from teams and from sites; T2 (sites) says which
+    sql, notes = repaired("SELECT T1.team_name FROM teams AS T1 JOIN sites AS T2 ON T1.site_id = T2.site_id "
+                          "WHERE T2.country_name = 'Germany'", db)
+    assert notes == ["T2.country_name -> T3.country_name (joined countries)"]
+    assert "ON T2.country_id = T3.country_id" in sql and db.execute(sql).rows == [("Sales",)]
+    # unqualified, nothing says which: left to the model
+    sql, notes = repaired("SELECT team_name FROM teams JOIN sites ON teams.site_id = sites.site_id "
+                          "WHERE country_name = 'Germany'", db)
+    assert notes == []

@@ -37,6 +37,7 @@ from tagql.db.connection import Database
 from tagql.db.schema import ForeignKey, Schema, Table
 from tagql.errors import TagqlError
 from tagql.llm.base import LLM, system, user
+from tagql.text import terms
 
 MIN_SHARED = 2  # distinct values two columns must share for their databases to count as joinable
 # of the smaller column's distinct values, for two columns to be linked as one entity: circuits.country shares
@@ -130,8 +131,12 @@ def choose_databases(question: str, names: Sequence[str], pairs: Sequence[tuple[
     """The LLM's pick (reply constrained to the options): the router's best database with each database it
     can be joined to, or alone (or, when it joins none, every joinable pair and every database alone)."""
     first = [p for p in pairs if names[0] in p[:2]]
+    partners = [b if a == names[0] else a for a, b, _ in first]
+    named = named_partners(question, names[0], partners, dbs)
+    if named:
+        partners = named
     if first:
-        options = [f"{names[0]} + {b if a == names[0] else a}" for a, b, _ in first] + [names[0]]
+        options = [f"{names[0]} + {b}" for b in partners] + [names[0]]
     else:
         options = [f"{a} + {b}" for a, b, _ in pairs] + list(names)
     if len(options) == 1:
@@ -152,12 +157,30 @@ def choose_databases(question: str, names: Sequence[str], pairs: Sequence[tuple[
     return picked.split(" + ")
 
 
+def _schema_terms(schema: Schema) -> set[str]:
+    """The stemmed words of a schema's table and column names (``LifeExpectancy`` -> life, expect)."""
+    return set(terms(" ".join([t.name for t in schema.tables] + [c.name for t in schema.tables for c in t.columns])))
+
+
+def named_partners(question: str, first: str, partners: Sequence[str], dbs: dict[str, Database]) -> list[str]:
+    """The one partner of ``first`` whose tables or columns name a word of the question that ``first``'s
+    do not ("countries with a population of more than 50 million": world_1's ``country.Population``; the
+    model had picked formula_1, which shares country names with the first database but holds no
+    population, cross dev x30); empty when no partner, or more than one, does."""
+    asked = set(terms(question)) - _schema_terms(dbs[first].schema)
+    hits = [b for b in partners if asked & _schema_terms(dbs[b].schema)]
+    return hits if len(hits) == 1 else []
+
+
 def value_links(values: dict[str, dict[tuple[str, str], set[str]]], merged: Merged,
                 ) -> list[tuple[tuple[str, str], tuple[str, str]]]:
     """Columns of two merged databases that hold the same entity, found in the data: ``((table, column),
     (table, column))`` in merged names, the column with fewer distinct values first (it refers to the other,
     like ``circuits.country`` to ``country.Name``). Each column of the first side keeps its best partner,
-    with at least :data:`MIN_SHARED` shared values and :data:`MIN_LINK_SHARE` of its own."""
+    with at least :data:`MIN_SHARED` shared values and :data:`MIN_LINK_SHARE` of its own, and each pair of
+    tables keeps its best link (hr_1's ``countries.COUNTRY_ID`` and ``COUNTRY_NAME`` both match world_1's
+    ``country``, as codes and as names; two links between one pair of tables would leave the join repairs
+    two paths where the data holds one relation)."""
     actual = {t.name.lower(): t.name for t in merged.schema.tables}
     merged_name = {origin: actual.get(lower, lower) for lower, origin in merged.origin.items()}
     by_db = list(dict.fromkeys(db for db, _ in merged.origin.values()))
@@ -176,7 +199,12 @@ def value_links(values: dict[str, dict[tuple[str, str], set[str]]], merged: Merg
                     left = (merged_name[(small[0], small[1])], small[2])
                     if share >= MIN_LINK_SHARE and share > best.get(left, (0.0, None))[0]:
                         best[left] = (share, (merged_name[(big[0], big[1])], big[2]))
-    return [(left, right) for left, (_, right) in best.items()]
+    per_pair: dict[tuple[str, str], tuple[float, tuple[str, str], tuple[str, str]]] = {}
+    for left, (share, right) in best.items():
+        pair = (left[0].lower(), right[0].lower())
+        if share > per_pair.get(pair, (0.0,))[0]:
+            per_pair[pair] = (share, left, right)
+    return [(left, right) for _, left, right in per_pair.values()]
 
 
 def with_links(schema: Schema, links: Sequence[tuple[tuple[str, str], tuple[str, str]]]) -> Schema:

@@ -476,7 +476,8 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
         if not qualifier:
             _qualify_bare_columns(select, sources)  # before a join makes a bare `id` ambiguous
         before = len(sources)
-        joined = _join_owner(select, sources, name, schema, question)
+        joined = _join_owner(select, sources, name, schema, question,
+                             near=by_alias.get(qualifier.lower()) if qualifier else None)
         if joined is not None:
             col.set("table", exp.to_identifier(joined.alias))
             for s in sources[before:]:
@@ -539,12 +540,15 @@ def _paths(schema: Schema, start: set[str], goal: str, max_hops: int = 2) -> lis
 
 def _join_owner(
     select: exp.Select, sources: list[_Source], column: str, schema: Schema, hint: str,
+    near: _Source | None = None,
 ) -> _Source | None:
     """Join the table that has ``column`` along the one shortest foreign-key path from the SELECT's
     tables (a bridge table such as hero_power included). When several tables have the column, the one
     nearest by foreign keys is taken if no other is as near (``expense`` + ``link_to_event``: budget is
-    one hop, attendance two). Several paths (eye, hair or skin colour) are told apart by the question's
-    words when exactly one path's key columns are mentioned."""
+    one hop, attendance two). Of several paths, those from ``near`` (the table the query qualified the
+    column with: ``T3.Continent`` on hr's countries reaches world_1's country from countries, not from
+    locations) are kept when there are any; then (eye, hair or skin colour) the question's words tell
+    them apart when exactly one path's key columns are mentioned."""
     owners = [t for t in schema.tables if t.column(column) is not None]
     if not owners or any(s.table in owners for s in sources):
         return None
@@ -562,6 +566,8 @@ def _join_owner(
         # share the parent (atom -> molecule -> bond: every atom with every bond of its molecule, the "chasm
         # trap"); a table that references both (connected) relates them row to row
         paths = [p for p in paths if not _through_a_parent(p)] or paths
+    if len(paths) > 1 and near is not None:
+        paths = [p for p in paths if p[0].a.lower() == near.table.name.lower()] or paths
     if len(paths) > 1 and hint:
         asked = _words(hint)
         scored = [(len(asked & _words(" ".join(c for link in p for c in link.a_cols + link.b_cols))), p)
