@@ -678,10 +678,10 @@ def test_a_merged_join_of_a_number_with_a_text_goes_back_to_the_model_with_the_l
     assert out.result.rows == [("Oxford",)]
 
 
-def test_the_one_partner_whose_schema_names_a_word_of_the_question_is_the_only_pair_offered():
+def test_the_pairs_whose_schemas_name_the_most_words_of_the_question_are_offered():
     from types import SimpleNamespace
 
-    from tagql.cross.merged import named_partners
+    from tagql.cross.merged import best_covering
     from tagql.db.schema import Column, Schema, Table
 
     def db(*tables: tuple[str, list[str]]):
@@ -690,12 +690,14 @@ def test_the_one_partner_whose_schema_names_a_word_of_the_question_is_the_only_p
            "racing": db(("circuits", ["circuitId", "name", "country"])),
            "geo": db(("country", ["Code", "Name", "Continent", "Population"])),
            "cars": db(("continents", ["ContId", "Continent"]), ("countries", ["CountryId", "CountryName"]))}
+    pairs = [("racing", "games", 9), ("racing", "geo", 30), ("games", "geo", 8), ("racing", "cars", 5)]
     asked = "How many competitions took place in countries with a population of more than 50 million?"
-    assert named_partners(asked, "games", ["racing", "geo"], dbs) == ["geo"]  # population: geo alone
-    # continent is named by two partners: the model chooses among both
-    assert named_partners("Which continent hosts the most competitions?", "games", ["geo", "cars", "racing"], dbs) == []
-    # a word the first database names already (country) decides nothing
-    assert named_partners("How many competitions per country?", "games", ["racing", "geo"], dbs) == []
+    # competition + country + population: games + geo alone, though racing was routed first
+    assert best_covering(asked, pairs, dbs) == [("games", "geo", 8)]
+    # continent is named by two partners of racing: the model chooses between them
+    assert best_covering("Which continent has the most circuits?", pairs, dbs) == [
+        ("racing", "geo", 30), ("racing", "cars", 5)]
+    assert best_covering("Anything?", pairs, dbs) == pairs and best_covering("Anything?", [], dbs) == []
 
 
 def test_two_tables_linked_by_codes_and_by_names_keep_one_link(tmp_path: Path):
@@ -717,3 +719,33 @@ def test_two_tables_linked_by_codes_and_by_names_keep_one_link(tmp_path: Path):
     links = value_links({d.name: text_values(d) for d in dbs}, merged)
     # the codes share 4 of 4, the names 3 of 4: one relation, one link
     assert links == [(("countries", "COUNTRY_ID"), ("country", "Code2"))]
+
+
+def test_a_rewritten_key_is_rewritten_where_its_own_database_joins_it_too(tmp_path: Path):
+    import sqlite3
+
+    from tagql.cross.merged import ValueJoin, merge, rewritten_copy
+
+    hr, geo = tmp_path / "hr.sqlite", tmp_path / "geo.sqlite"
+    with sqlite3.connect(hr) as con:
+        con.executescript("""
+            CREATE TABLE countries (COUNTRY_ID TEXT PRIMARY KEY, COUNTRY_NAME TEXT);
+            CREATE TABLE locations (LOCATION_ID INTEGER PRIMARY KEY, COUNTRY_ID TEXT REFERENCES countries(COUNTRY_ID));
+            CREATE TABLE departments (DEPARTMENT_ID INTEGER PRIMARY KEY, LOCATION_ID INTEGER);
+            INSERT INTO countries VALUES ('UK', 'United Kingdom'), ('DE', 'Germany');
+            INSERT INTO locations VALUES (1, 'UK'), (2, 'DE');
+            INSERT INTO departments VALUES (10, 1), (20, 2);
+        """)
+    with sqlite3.connect(geo) as con:
+        con.execute("CREATE TABLE country (Code2 TEXT PRIMARY KEY, Continent TEXT)")
+        con.executemany("INSERT INTO country VALUES (?, ?)", [("GB", "Europe"), ("DE", "Europe")])
+    dbs = [open_database(hr, name="hr"), open_database(geo, name="geo")]
+    merged = merge(dbs, tmp_path / "w")
+    copy = rewritten_copy(merged, [ValueJoin(("countries", "COUNTRY_ID"), ("country", "Code2"), exact=1,
+                                             matched={"UK": "GB"}, side="countries")], tmp_path / "m.duckdb")
+    db = open_database(copy, name="m")
+    sql = ("SELECT COUNT(*) FROM departments AS d JOIN locations AS l ON d.LOCATION_ID = l.LOCATION_ID "
+           "JOIN countries AS c ON l.COUNTRY_ID = c.COUNTRY_ID JOIN country AS w ON c.COUNTRY_ID = w.Code2 "
+           "WHERE w.Continent = 'Europe'")
+    assert db.execute(sql).rows == [(2,)]  # the UK department still reaches its country
+    assert db.execute("SELECT Code2 FROM country ORDER BY 1").rows == [("DE",), ("GB",)]  # the other side as is

@@ -235,3 +235,71 @@ def test_a_sibling_column_of_the_same_table_is_left_to_misplaced_values(tox):
     sql = "SELECT bond_id FROM bond WHERE molecule_id = 'TR004_8_9'"
     tree = sqlglot.parse_one(sql, read="sqlite")
     assert repair_value_by_join(tree, tox) == []
+
+
+@pytest.fixture()
+def languages(tmp_path):
+    import sqlite3
+
+    from tagql.db import open_database
+
+    path = tmp_path / "languages.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE country (Code TEXT PRIMARY KEY, Name TEXT, IsCoastal INTEGER);
+        CREATE TABLE countrylanguage (CountryCode TEXT REFERENCES country(Code), Language TEXT, IsOfficial TEXT,
+                                      Percentage REAL);
+        INSERT INTO country VALUES ('ESP', 'Spain', 1), ('USA', 'United States', 1), ('BOL', 'Bolivia', 0);
+        INSERT INTO countrylanguage VALUES ('ESP', 'Spanish', 'T', 74.4), ('USA', 'Spanish', 'F', 7.5),
+                                           ('USA', 'English', 'T', 86.2), ('BOL', 'Spanish', 'T', 87.7);
+    """)
+    con.close()
+    db = open_database(path)
+    yield db
+    db.close()
+
+
+def test_a_yes_no_column_the_question_names_and_the_query_ignores_is_required(languages):
+    repairs: list[str] = []
+    sql = prepare_sql("SELECT COUNT(*) FROM countrylanguage WHERE Language = 'Spanish'", languages, repairs=repairs,
+                      question="How many countries have Spanish as an official language?")
+    assert repairs == ["added countrylanguage.IsOfficial = 'T' (the question: 'official'; "
+                       "countrylanguage.IsOfficial stores yes/no)"]
+    assert languages.execute(sql).rows == [(2,)]  # Spain and Bolivia, not the United States
+    # an integer flag, in a join, gets its stored 1
+    repairs = []
+    sql = prepare_sql("SELECT T1.Name FROM country AS T1 JOIN countrylanguage AS T2 ON T1.Code = T2.CountryCode "
+                      "WHERE T2.Language = 'Spanish' AND T2.IsOfficial = 'T'", languages, repairs=repairs,
+                      question="Which coastal countries have Spanish as an official language?")
+    assert repairs == ["added T1.IsCoastal = 1 (the question: 'coastal'; country.IsCoastal stores yes/no)"]
+    assert sorted(languages.execute(sql).rows) == [("Spain",)]
+
+
+@pytest.mark.parametrize("question, sql", [
+    # read already (the model's own condition stays as it is)
+    ("How many countries have Spanish as an official language?",
+     "SELECT COUNT(*) FROM countrylanguage WHERE Language = 'Spanish' AND IsOfficial = 'F'"),
+    # negated: the question asks for the other rows
+    ("How many countries speak Spanish as a non-official language?",
+     "SELECT COUNT(*) FROM countrylanguage WHERE Language = 'Spanish'"),
+    ("In how many countries is Spanish not an official language?",
+     "SELECT COUNT(*) FROM countrylanguage WHERE Language = 'Spanish'"),
+    ("How many countries speak an unofficial Spanish?", "SELECT COUNT(*) FROM countrylanguage WHERE Language = 'Spanish'"),
+    # the question does not name the flag
+    ("How many countries speak Spanish?", "SELECT COUNT(*) FROM countrylanguage WHERE Language = 'Spanish'"),
+])
+def test_flags_read_negated_or_unnamed_stay_as_written(languages, question, sql):
+    repairs: list[str] = []
+    prepare_sql(sql, languages, repairs=repairs, question=question)
+    assert not [r for r in repairs if r.startswith("added")]
+
+
+def test_a_column_named_like_a_flag_that_stores_other_values_is_no_flag(languages):
+    from tagql.text2sql.grounding import _flag_word
+
+    assert _flag_word("IsOfficial") == "official" and _flag_word("charter_flag") == "charter"
+    assert _flag_word("Language") == "language" and _flag_word("CountryCode") is None
+    repairs: list[str] = []  # Language stores names, not yes/no
+    prepare_sql("SELECT COUNT(*) FROM countrylanguage WHERE Percentage > 50", languages, repairs=repairs,
+                question="In how many rows is the language spoken by more than half?")
+    assert repairs == []

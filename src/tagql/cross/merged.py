@@ -34,7 +34,7 @@ from sqlglot import exp
 from tagql.cross.join import MAX_OPTIONS, load_table, match_values, norm, require_duckdb, similar_values
 from tagql.cross.plan import schema_line
 from tagql.db.connection import Database
-from tagql.db.schema import ForeignKey, Schema, Table
+from tagql.db.schema import ForeignKey, Schema, Table, key_links
 from tagql.errors import TagqlError
 from tagql.llm.base import LLM, system, user
 from tagql.text import terms
@@ -130,13 +130,10 @@ def choose_databases(question: str, names: Sequence[str], pairs: Sequence[tuple[
                      dbs: dict[str, Database], llm: LLM) -> list[str]:
     """The LLM's pick (reply constrained to the options): the router's best database with each database it
     can be joined to, or alone (or, when it joins none, every joinable pair and every database alone)."""
+    pairs = best_covering(question, pairs, dbs)
     first = [p for p in pairs if names[0] in p[:2]]
-    partners = [b if a == names[0] else a for a, b, _ in first]
-    named = named_partners(question, names[0], partners, dbs)
-    if named:
-        partners = named
     if first:
-        options = [f"{names[0]} + {b}" for b in partners] + [names[0]]
+        options = [f"{names[0]} + {b if a == names[0] else a}" for a, b, _ in first] + [names[0]]
     else:
         options = [f"{a} + {b}" for a, b, _ in pairs] + list(names)
     if len(options) == 1:
@@ -162,14 +159,20 @@ def _schema_terms(schema: Schema) -> set[str]:
     return set(terms(" ".join([t.name for t in schema.tables] + [c.name for t in schema.tables for c in t.columns])))
 
 
-def named_partners(question: str, first: str, partners: Sequence[str], dbs: dict[str, Database]) -> list[str]:
-    """The one partner of ``first`` whose tables or columns name a word of the question that ``first``'s
-    do not ("countries with a population of more than 50 million": world_1's ``country.Population``; the
-    model had picked formula_1, which shares country names with the first database but holds no
-    population, cross dev x30); empty when no partner, or more than one, does."""
-    asked = set(terms(question)) - _schema_terms(dbs[first].schema)
-    hits = [b for b in partners if asked & _schema_terms(dbs[b].schema)]
-    return hits if len(hits) == 1 else []
+def best_covering(question: str, pairs: Sequence[tuple[str, str, int]], dbs: dict[str, Database],
+                  ) -> list[tuple[str, str, int]]:
+    """The joinable pairs whose two schemas name the most words of the question (table and column names,
+    stemmed): "sports competitions in countries with a population of more than 50 million" is covered by
+    sports_competition + world_1 (competition, country, population), not by the pair the model had picked,
+    sports_competition + formula_1, which shares country names but holds no population (cross dev x30).
+    Ties stay for the model to choose among."""
+    if not pairs:
+        return []
+    asked = set(terms(question))
+    cover = {n: asked & _schema_terms(dbs[n].schema) for p in pairs for n in p[:2]}
+    score = {p: len(cover[p[0]] | cover[p[1]]) for p in pairs}
+    best = max(score.values())
+    return [p for p in pairs if score[p] == best]
 
 
 def value_links(values: dict[str, dict[tuple[str, str], set[str]]], merged: Merged,
@@ -528,24 +531,44 @@ def match_joins(merged_db: Database, joins: Sequence[tuple[tuple[str, str], tupl
     return out
 
 
+def _keyed_with(schema: Schema, table: str, column: str) -> list[tuple[str, str]]:
+    """``(table, column)`` and every column of the same database joined to it by a one-column key, declared
+    or implied, transitively (hr_1: ``countries.COUNTRY_ID`` and ``locations.COUNTRY_ID``, which references
+    it). The value links across the two databases are not followed: they join the other database."""
+    links = key_links(schema)
+    seen = [(table, column)]
+    for t, c in seen:
+        for link in links.get(t.lower(), []):
+            if [a.lower() for a in link.a_cols] == [c.lower()]:
+                there = (link.b, link.b_cols[0])
+                if len(link.b_cols) == 1 and there not in seen:
+                    seen.append(there)
+    return seen
+
+
 def rewritten_copy(merged: Merged, joins: Sequence[ValueJoin], target: Path) -> Path:
-    """A copy of the merged file with each matched side's values rewritten to the other side's."""
+    """A copy of the merged file with each matched side's values rewritten to the other side's, in the
+    matched column and in the columns its own database joins to it by keys (rewriting ``countries``'
+    'UK' to world_1's 'GB' alone would cut it off from the ``locations`` rows that say 'UK', cross dev x35)."""
     duckdb = require_duckdb()
 
     shutil.copyfile(merged.path, target)
+    database = {t.name.lower(): merged.database_of(t.name) for t in merged.schema.tables}
     con = duckdb.connect(str(target))
     try:
         for vj in joins:
             if not vj.matched:
                 continue
-            table, column = vj.left
             con.execute("CREATE TEMP TABLE m (v VARCHAR, w VARCHAR)")
             con.executemany("INSERT INTO m VALUES (?, ?)", list(vj.matched.items()))
-            col_type = con.execute(f'SELECT typeof("{column}") FROM "{table}" LIMIT 1').fetchone()
-            if col_type is None or col_type[0] != "VARCHAR":
-                con.execute("DROP TABLE m")
-                continue
-            con.execute(f'UPDATE "{table}" SET "{column}" = m.w FROM m WHERE "{table}"."{column}" = m.v')
+            own = database.get(vj.left[0].lower())
+            for table, column in _keyed_with(merged.schema, *vj.left):
+                if database.get(table.lower()) != own:
+                    continue
+                col_type = con.execute(f'SELECT typeof("{column}") FROM "{table}" LIMIT 1').fetchone()
+                if col_type is None or col_type[0] != "VARCHAR":
+                    continue
+                con.execute(f'UPDATE "{table}" SET "{column}" = m.w FROM m WHERE "{table}"."{column}" = m.v')
             con.execute("DROP TABLE m")
     finally:
         con.close()

@@ -29,6 +29,13 @@ Two mistakes of small text-to-SQL models that return a confident wrong answer ra
    total amount spent in the budgeted category"): a sibling numeric column named by a word of the
    question whose name and description share at least two more words with the question.
 
+6. **A yes/no column the question names and the query ignores** (:func:`repair_ignored_flags`, needs the
+   data): "countries whose official language is Spanish" written without ``countrylanguage.IsOfficial``
+   (cross dev x01, x16) counts every country where Spanish is spoken. A column of a table the SELECT
+   reads, named ``Is<Word>`` / ``Has<Word>`` / ``<word>_flag`` or ``<Word>`` alone, whose stored values are
+   one true/false pair ('T'/'F', 'Y'/'N', 1/0, ...), whose word is a word of the question, not negated
+   ("not official", "non-official", "unofficial"), and that the query reads nowhere, gets ``= <true value>``.
+
 All rewrite the tree in place and return one note per change (the pipeline reports them). Measured by
 replaying recorded SQL on the train/dev questions of bench/ask/data/bird_ask_split.json (docs/benchmarks.md).
 """
@@ -453,3 +460,68 @@ def _one_link(tables: dict[str, Table], target: Table) -> tuple[str, str, str] |
     if len(links) > 1:  # connected.atom_id and atom_id2 both to atom: the key named like what it references
         links = [link for link in links if link[1].lower() == link[2].lower()]
     return links[0] if len(links) == 1 else None
+
+
+_TRUE_FALSE = [({"t", "f"}, "t"), ({"y", "n"}, "y"), ({"yes", "no"}, "yes"), ({"true", "false"}, "true"),
+               ({"1", "0"}, "1")]
+_FLAG_AFFIXES = re.compile(r"^(?:is|has)_?(?=[A-Za-z])|_?(?:flag|yn)$", re.IGNORECASE)
+_NEGATED = r"\b(?:not|no|never|non|un)[\s-]*(?:\w+\s+){{0,1}}{word}"
+
+
+def _flag_word(column: str) -> str | None:
+    """The one word a yes/no column is named after: ``IsOfficial`` -> official, ``charter_flag`` ->
+    charter; None for names of several words or none."""
+    bare = _FLAG_AFFIXES.sub("", column)
+    words = [w.lower() for w in re.split(r"_+|(?<=[a-z])(?=[A-Z])", bare) if w]
+    return words[0] if len(words) == 1 and len(words[0]) > 3 else None
+
+
+def _true_value(db: Database, table: str, column: str, timeout_s: float) -> exp.Expression | None:
+    """The literal meaning *yes* when the column stores exactly one true/false pair, else None."""
+    query = (exp.select(exp.column(column, quoted=True)).distinct().from_(exp.to_table(table, quoted=True))
+             .where(exp.column(column, quoted=True).is_(exp.null()).not_()).limit(3))
+    try:
+        rows = db.execute(query.sql(dialect=db.dialect), timeout_s=timeout_s, row_cap=3).rows
+    except TagqlError:
+        return None
+    values = {r[0] for r in rows}
+    text = {str(v).strip().lower() for v in values}
+    for pair, yes in _TRUE_FALSE:
+        if text == pair:
+            stored = next(v for v in values if str(v).strip().lower() == yes)
+            if isinstance(stored, str):
+                return exp.Literal.string(stored)
+            return exp.Literal.number(int(stored))
+    return None
+
+
+def repair_ignored_flags(tree: exp.Expression, db: Database, question: str, *, timeout_s: float = 1.0) -> list[str]:
+    """Restrict a SELECT to the rows a yes/no column the question names marks *yes* (see the module
+    docstring, item 6). A word that names such columns in several tables of the query changes nothing."""
+    asked = question.lower()
+    words = _stems(asked)
+    read = {c.name.lower() for c in tree.find_all(exp.Column)}
+    found = []
+    for select in list(tree.find_all(exp.Select)):
+        tables = _tables(select, db.schema)
+        for alias, table in (tables or {}).items():
+            for column in table.columns:
+                word = _flag_word(column.name)
+                if (word is None or column.name.lower() in read or column.primary_key
+                        or not (_singular(word) & words)
+                        or re.search(_NEGATED.format(word=re.escape(word)), asked)):
+                    continue
+                found.append((select, alias, table, column, word))
+    notes = []
+    for word in {w for *_, w in found}:
+        mine = [f for f in found if f[4] == word]
+        if len(mine) != 1:
+            continue
+        select, alias, table, column, _ = mine[0]
+        yes = _true_value(db, table.name, column.name, timeout_s)
+        if yes is None:
+            continue
+        cond = exp.EQ(this=exp.column(column.name, table=alias), expression=yes)
+        select.where(cond, copy=False)
+        notes.append(f"added {cond.sql()} (the question: {word!r}; {table.name}.{column.name} stores yes/no)")
+    return notes

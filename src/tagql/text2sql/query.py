@@ -44,6 +44,7 @@ from tagql.text2sql.context import Example, Turn, follow_up_text
 from tagql.text2sql.grounding import (
     repair_aggregated_column,
     repair_counted_table,
+    repair_ignored_flags,
     repair_invented_filters,
     repair_projected_keys,
     repair_unused_joins,
@@ -182,6 +183,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
             repairs += repair_listed_values(tree, db, question)
         if question and grounding:
             repairs += repair_value_by_join(tree, db)
+            repairs += repair_ignored_flags(tree, db, question)
         misplaced = misplaced_values(tree, db, repairs=repairs)
         if misplaced:
             raise InvalidQuery(f"{misplaced[0]}: compare the column that holds it (join its table if needed)")
