@@ -678,28 +678,6 @@ def test_a_merged_join_of_a_number_with_a_text_goes_back_to_the_model_with_the_l
     assert out.result.rows == [("Oxford",)]
 
 
-def test_the_pairs_whose_schemas_name_the_most_words_of_the_question_are_offered():
-    from types import SimpleNamespace
-
-    from tagql.cross.merged import best_covering
-    from tagql.db.schema import Column, Schema, Table
-
-    def db(*tables: tuple[str, list[str]]):
-        return SimpleNamespace(schema=Schema("x", [Table(n, [Column(c, "TEXT") for c in cols]) for n, cols in tables]))
-    dbs = {"games": db(("competition", ["Competition_ID", "Country", "Year"])),
-           "racing": db(("circuits", ["circuitId", "name", "country"])),
-           "geo": db(("country", ["Code", "Name", "Continent", "Population"])),
-           "cars": db(("continents", ["ContId", "Continent"]), ("countries", ["CountryId", "CountryName"]))}
-    pairs = [("racing", "games", 9), ("racing", "geo", 30), ("games", "geo", 8), ("racing", "cars", 5)]
-    asked = "How many competitions took place in countries with a population of more than 50 million?"
-    # competition + country + population: games + geo alone, though racing was routed first
-    assert best_covering(asked, pairs, dbs) == [("games", "geo", 8)]
-    # continent is named by two partners of racing: the model chooses between them
-    assert best_covering("Which continent has the most circuits?", pairs, dbs) == [
-        ("racing", "geo", 30), ("racing", "cars", 5)]
-    assert best_covering("Anything?", pairs, dbs) == pairs and best_covering("Anything?", [], dbs) == []
-
-
 def test_two_tables_linked_by_codes_and_by_names_keep_one_link(tmp_path: Path):
     import sqlite3
 

@@ -37,7 +37,6 @@ from tagql.db.connection import Database
 from tagql.db.schema import ForeignKey, Schema, Table, key_links
 from tagql.errors import TagqlError
 from tagql.llm.base import LLM, system, user
-from tagql.text import terms
 
 MIN_SHARED = 2  # distinct values two columns must share for their databases to count as joinable
 # of the smaller column's distinct values, for two columns to be linked as one entity: circuits.country shares
@@ -130,7 +129,6 @@ def choose_databases(question: str, names: Sequence[str], pairs: Sequence[tuple[
                      dbs: dict[str, Database], llm: LLM) -> list[str]:
     """The LLM's pick (reply constrained to the options): the router's best database with each database it
     can be joined to, or alone (or, when it joins none, every joinable pair and every database alone)."""
-    pairs = best_covering(question, pairs, dbs)
     first = [p for p in pairs if names[0] in p[:2]]
     if first:
         options = [f"{names[0]} + {b if a == names[0] else a}" for a, b, _ in first] + [names[0]]
@@ -152,27 +150,6 @@ def choose_databases(question: str, names: Sequence[str], pairs: Sequence[tuple[
     by_set = {frozenset(o.split(" + ")): o for o in options}
     picked = by_set.get(frozenset(str(picked).split(" + ")), options[0])  # either order of a pair
     return picked.split(" + ")
-
-
-def _schema_terms(schema: Schema) -> set[str]:
-    """The stemmed words of a schema's table and column names (``LifeExpectancy`` -> life, expect)."""
-    return set(terms(" ".join([t.name for t in schema.tables] + [c.name for t in schema.tables for c in t.columns])))
-
-
-def best_covering(question: str, pairs: Sequence[tuple[str, str, int]], dbs: dict[str, Database],
-                  ) -> list[tuple[str, str, int]]:
-    """The joinable pairs whose two schemas name the most words of the question (table and column names,
-    stemmed): "sports competitions in countries with a population of more than 50 million" is covered by
-    sports_competition + world_1 (competition, country, population), not by the pair the model had picked,
-    sports_competition + formula_1, which shares country names but holds no population (cross dev x30).
-    Ties stay for the model to choose among."""
-    if not pairs:
-        return []
-    asked = set(terms(question))
-    cover = {n: asked & _schema_terms(dbs[n].schema) for p in pairs for n in p[:2]}
-    score = {p: len(cover[p[0]] | cover[p[1]]) for p in pairs}
-    best = max(score.values())
-    return [p for p in pairs if score[p] == best]
 
 
 def value_links(values: dict[str, dict[tuple[str, str], set[str]]], merged: Merged,
