@@ -10,12 +10,16 @@ schemas at once:
    database alone, with its reply constrained to those options.
 2. **Merge** (:func:`merge`): both databases' tables copied into one DuckDB file (each SQLite file copied
    once per process into ``workdir``, keys kept, a clashing table name prefixed with its database's name).
-3. **Query**: the text-to-SQL stage writes and checks one query over the merged schema.
-4. **Join values**: every equality the query makes between a column of one database and a column of the
-   other is found with sqlglot; where the two columns write the entity differently ("Spanish" vs
-   "Spain"), the LM operator of :mod:`tagql.cross.join` matches the values and a copy of the merged file
-   gets the matched side's values rewritten to the other side's; the query then runs read-only on that
-   copy.
+3. **Query**: the text-to-SQL stage writes and checks one query over the merged schema, whose
+   :func:`value_links` (columns of the two databases sharing most of their values) are declared as keys;
+   a query that reads one database only (:func:`one_sided`) or joins a number to a text across them
+   (:func:`mismatched_types`) goes back to the model.
+4. **Join values**: a comparison of a linked column with its partner table's primary key moves onto the
+   link (:func:`joins_on_links`); every equality the query makes between a column of one database and a
+   column of the other is found with sqlglot; where the two columns write the entity differently
+   ("Spanish" vs "Spain"), the LM operator of :mod:`tagql.cross.join` matches the values and a copy of the
+   merged file gets the matched side's values rewritten to the other side's (and in the columns its own
+   database joins to it by keys); the query then runs read-only on that copy.
 """
 
 from __future__ import annotations
