@@ -584,12 +584,8 @@ def _join_owner(
     for link in paths[0]:
         left = alias_of[link.a.lower()]
         alias = _new_alias(sources, link.b)
-        on = exp.and_(*[
-            exp.EQ(this=exp.column(a, table=left), expression=exp.column(b, table=alias))
-            for a, b in zip(link.a_cols, link.b_cols, strict=True)
-        ])
         node = table_node(link.b, alias)
-        select.join(node, on=on, copy=False)
+        select.join(node, on=_key_on(left, alias, link), copy=False)
         added = _Source(alias, schema.table(link.b))  # type: ignore[arg-type]
         sources.append(added)
         alias_of[link.b.lower()] = alias
@@ -670,8 +666,7 @@ def _join_by_key_path(select: exp.Select, sources: list[_Source], col: exp.Colum
     for link in paths[0]:
         last = link is paths[0][-1]
         alias = later.alias if last else _new_alias(sources, link.b)
-        on = exp.and_(*[exp.EQ(this=exp.column(a, table=alias_prev), expression=exp.column(b, table=alias))
-                        for a, b in zip(link.a_cols, link.b_cols, strict=True)])
+        on = _key_on(alias_prev, alias, link)
         if last:
             mine[0].set("on", on)
         else:
@@ -682,6 +677,12 @@ def _join_by_key_path(select: exp.Select, sources: list[_Source], col: exp.Colum
     via = f" through {', '.join(added)}" if added else ""
     return (f"{before} -> {mine[0].args['on'].sql()} ({lacking.table.name} has no {col.name}; "
             f"joined by keys{via})")
+
+
+def _key_on(a_alias: str, b_alias: str, link: KeyLink) -> exp.Expression:
+    """``a_alias.<a_cols> = b_alias.<b_cols>``: the ON that joins a key link's ``b`` table to its ``a`` table."""
+    return exp.and_(*[exp.EQ(this=exp.column(a, table=a_alias), expression=exp.column(b, table=b_alias))
+                      for a, b in zip(link.a_cols, link.b_cols, strict=True)])
 
 
 def _referenced_by(table: Table, key: str, target: Table) -> str | None:
