@@ -38,6 +38,7 @@ from sqlglot import exp
 from tagql.cross.join import MAX_OPTIONS, load_table, match_values, norm, require_duckdb, similar_values
 from tagql.cross.plan import schema_line
 from tagql.db.connection import Database
+from tagql.db.repair import holds_number, holds_text
 from tagql.db.schema import ForeignKey, Schema, Table, key_links
 from tagql.errors import TagqlError
 from tagql.llm.base import LLM, system, user
@@ -387,12 +388,9 @@ def _kind(merged: Merged, table: str, column: str) -> str:
     """``number`` or ``text`` for a column of the merged schema by its declared type; '' when unknown."""
     t = merged.schema.table(table)
     c = t.column(column) if t is not None else None
-    kind = (c.type or "").upper() if c is not None else ""
-    if any(k in kind for k in ("CHAR", "TEXT", "CLOB", "STRING")):
-        return "text"
-    if any(k in kind for k in ("INT", "REAL", "FLOA", "DOUB", "NUM", "DEC")):
-        return "number"
-    return ""
+    if c is None or not c.type:
+        return ""
+    return "text" if holds_text(c) else "number" if holds_number(c) else ""
 
 
 def mismatched_types(sql: str, merged: Merged, links: Sequence[tuple[tuple[str, str], tuple[str, str]]] = (),
@@ -520,9 +518,9 @@ def _keyed_with(schema: Schema, table: str, column: str) -> list[tuple[str, str]
     seen = [(table, column)]
     for t, c in seen:
         for link in links.get(t.lower(), []):
-            if [a.lower() for a in link.a_cols] == [c.lower()]:
+            if [a.lower() for a in link.a_cols] == [c.lower()]:  # key_links: b_cols as long as a_cols
                 there = (link.b, link.b_cols[0])
-                if len(link.b_cols) == 1 and there not in seen:
+                if there not in seen:
                     seen.append(there)
     return seen
 

@@ -931,6 +931,12 @@ def holds_text(column: Column) -> bool:
     return not kind or any(t in kind for t in ("CHAR", "TEXT", "CLOB", "STRING"))
 
 
+def holds_number(column: Column) -> bool:
+    """A column declared as a number (integer, real, float, double, numeric, decimal)."""
+    kind = (column.type or "").upper()
+    return any(k in kind for k in ("INT", "REAL", "FLOA", "DOUB", "NUM", "DEC"))
+
+
 def columns_holding(db: Database, value: str, *, max_columns: int = 48, timeout_s: float = 1.0) -> list[str]:
     """``table.column`` names (at most 3) of the text columns that store ``value`` exactly; the first
     ``max_columns`` text columns are looked at, each lookup under ``timeout_s``."""

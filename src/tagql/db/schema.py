@@ -163,8 +163,8 @@ _KEY_NAME = re.compile(r"(?:id|code|key)$", re.IGNORECASE)
 def implied_keys(schema: Schema) -> list[tuple[str, str, str, str]]:
     """Keys a schema uses without declaring them: ``(table, column, referenced table, its column)`` for a
     column named like a key (``..id``, ``..code``, ``..key``) that is the one-column primary key of exactly
-    one other table, and neither a declared key nor the one-column primary key of its own table (Spider's hr_1: ``departments.LOCATION_ID`` is
-    ``locations``' primary key, declared nowhere)."""
+    one other table, and neither a declared key nor the one-column primary key of its own table (Spider's
+    hr_1: ``departments.LOCATION_ID`` is ``locations``' primary key, declared nowhere)."""
     owner: dict[str, list[tuple[str, str]]] = {}
     for t in schema.tables:
         pk = [c for c in t.columns if c.primary_key]
@@ -177,9 +177,7 @@ def implied_keys(schema: Schema) -> list[tuple[str, str, str, str]]:
         for c in t.columns:
             if own == [c] or c.name.lower() in declared or len(owner.get(c.name.lower(), [])) != 1:
                 continue  # its table's own key, a declared key, or a name several tables key by
-            refs = [r for r in owner[c.name.lower()] if r[0].lower() != t.name.lower()]
-            if refs:
-                out.append((t.name, c.name, *refs[0]))
+            out.append((t.name, c.name, *owner[c.name.lower()][0]))  # another table's: ``t``'s would be ``c``
     return out
 
 

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from tagql.db.repair import holds_number
 from tagql.db.schema import Schema, Table
 from tagql.errors import TagqlError
 
@@ -344,11 +345,6 @@ def _content_stems(text: str) -> set[str]:
     return {w for w in _stems(text) if w not in _STOP and len(w) > 2}
 
 
-def _numeric(column) -> bool:
-    t = (column.type or "").upper()
-    return any(k in t for k in ("INT", "REAL", "FLOA", "DOUB", "NUM", "DEC"))
-
-
 def repair_aggregated_column(tree: exp.Expression, schema: Schema, question: str) -> list[str]:
     """"Total amount spent on food?" written as ``SUM(amount) FROM budget`` (budget.amount is what was
     *budgeted*; budget.spent, described "The total amount spent in the budgeted category", is what the
@@ -368,11 +364,11 @@ def repair_aggregated_column(tree: exp.Expression, schema: Schema, question: str
             col = agg.this
             table = _owner(col, tables)
             chosen = table.column(col.name) if table else None
-            if chosen is None or not _numeric(chosen):
+            if chosen is None or not holds_number(chosen):
                 continue
             def score(c) -> int:
                 return len(words & _content_stems(f"{c.name.replace('_', ' ')} {c.description}"))
-            best = max((c for c in table.columns if c is not chosen and _numeric(c) and not c.primary_key
+            best = max((c for c in table.columns if c is not chosen and holds_number(c) and not c.primary_key
                         and _singular(c.name.lower()) & words),
                        key=score, default=None)
             if best is None or score(best) < score(chosen) + 2:
