@@ -180,6 +180,11 @@ class TagSettings(BaseModel):
     # join over a key the database does not have becomes LM_CHOOSE among the far table's stored names
     # (tag/plan.py orphaned_joins)
     unplaced_columns_to_lm: bool = True
+    # a plan whose WHERE filter the LM judges false for every stored value of its column (customers "in
+    # Portugal" filtered on their support rep's Employee.Country, all 'Canada') goes back to the planner,
+    # naming the columns of the other tables, when the column has at most filter_check_inputs distinct
+    # values (the verdicts are the ones the statement would ask for anyway; tag/plan.py Planner.make)
+    filter_check_inputs: int = Field(default=50, ge=0)
     # cheap-first filter cascade (embedding proxy + LM-labelled sample, bench/tag/cascade.py: 2.3x fewer LM
     # calls at equal accuracy): "on" = every filter of >= cascade_min_inputs distinct inputs, "auto" = only a
     # filter that would otherwise exceed max_lm_calls, "off" = the LM judges every input

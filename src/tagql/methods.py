@@ -396,7 +396,8 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                           exemplars=session.settings.tag.plan_exemplars,
                           map_invented_columns=session.settings.tag.map_invented_columns,
                           unplaced_columns_to_lm=session.settings.tag.unplaced_columns_to_lm,
-                          fresh_retry_on_repeat=session.settings.answer.fresh_retry_on_repeat)
+                          fresh_retry_on_repeat=session.settings.answer.fresh_retry_on_repeat,
+                          filter_check_inputs=session.settings.tag.filter_check_inputs)
         p: Plan | None = None
         try:
             p, plan_attempts = planner.make(question, statements)
@@ -432,6 +433,7 @@ def answer(session: TagQL, question: str, method: str = "tag", *, engine: SemEng
                 fallback = Plan(sql)
                 converted = planner.guesses_to_filters(fallback, question, statements)
                 if converted:
+                    converted += planner.move_filters_passing_none(fallback, question)
                     try:
                         run = run_plan(fallback, session.db, engine, udf_timeout_s=session.settings.tag.udf_timeout_s)
                     except _PLAN_FAILURES as again:  # the judged version failed too (the cap): the SQL as written

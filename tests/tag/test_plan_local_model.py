@@ -142,3 +142,44 @@ def test_the_real_model_chooses_the_country_of_a_city_not_of_a_street_address(ll
     assert guessed_links(plan, db, "How many staff work in the United States?")
     assert "LM_CHOOSE('the country of {city}', locations.city" in plan.sql
     assert run_plan(plan, db, SemEngine(llm)).result.rows == [(2,)]
+
+
+@pytest.fixture()
+def students(tmp_path):
+    """Students with their city (no country column) and an advisor whose country is stored: every advisor
+    is in Canada."""
+    import sqlite3
+
+    from tagql.db import open_database
+
+    path = tmp_path / "students.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE advisor (id INTEGER PRIMARY KEY, name TEXT, country TEXT);
+        CREATE TABLE student (id INTEGER PRIMARY KEY, name TEXT, city TEXT,
+                              advisor_id INTEGER REFERENCES advisor(id));
+        INSERT INTO advisor VALUES (1, 'Ada Brown', 'Canada'), (2, 'Ben Roy', 'Canada');
+        INSERT INTO student VALUES (1, 'Aiko Sato', 'Osaka', 1), (2, 'Luc Martin', 'Lyon', 1),
+            (3, 'Ken Ito', 'Kyoto', 2), (4, 'Mary Hill', 'Boston', 2), (5, 'Yuki Mori', 'Nagoya', 1);
+    """)
+    con.commit()
+    con.close()
+    return open_database(path)
+
+
+def test_the_real_model_moves_a_filter_that_passes_none_onto_the_column_that_can_tell(llm, students):
+    """"Students living in Japan" judged on their advisor's country (all 'Canada') passes nobody: the real
+    model picks the student's city among the columns that could tell, states the condition on it, and the
+    advisor join goes; the filter then keeps the students of Osaka, Kyoto and Nagoya."""
+    from tagql.tag.operators import SemEngine
+    from tagql.tag.plan import Plan, Planner, run_plan
+
+    engine = SemEngine(llm)
+    question = "Which students live in Japan?"
+    plan = Plan("SELECT s.name FROM student AS s JOIN advisor AS a ON s.advisor_id = a.id "
+                "WHERE LM_FILTER('{country} is Japan', a.country)")
+    notes = Planner(students, llm, engine, filter_check_inputs=50).move_filters_passing_none(plan, question)
+    assert notes and notes[-1] == "dropped the join of advisor", notes
+    assert "s.city)" in plan.sql and "advisor" not in plan.sql, plan.sql
+    rows = run_plan(plan, students, engine).result.rows
+    assert sorted(r[0] for r in rows) == ["Aiko Sato", "Ken Ito", "Yuki Mori"], (plan.sql, rows)

@@ -252,6 +252,74 @@ def test_plan_that_stays_empty_is_kept_rather_than_dropped(superhero):
     assert plan.sql == EMPTY["sql"] and attempts[-1]["empty_result"] is True
 
 
+ON_GENDER = {"sql": "SELECT s.superhero_name FROM superhero AS s JOIN gender AS g ON s.gender_id = g.id "
+                    "WHERE LM_FILTER('{gender} is a publisher named after a person', g.gender)", "operators": []}
+ON_PUBLISHER = {"sql": "SELECT s.superhero_name FROM superhero AS s JOIN publisher AS p ON s.publisher_id = p.id "
+                       "WHERE LM_FILTER('{publisher_name} is named after a person', p.publisher_name)",
+                "operators": []}
+
+
+def scripted_planner(db, plans, *, column="superhero.full_name", check=2000):
+    """A planner whose LM says operators are needed, writes ``plans`` in turn, judges a statement true only
+    of the people in :data:`PEOPLE`, picks ``column`` when asked which column can tell, and states a
+    criterion on a column as "{column} is named after a person"."""
+    replies = ["yes", *(json.dumps(p) for p in plans)]
+
+    def reply(messages):
+        last = messages[-1].content
+        if "<statement>" in last:
+            return judge(messages)
+        if last.endswith("Column:"):
+            return column
+        m = re.search(r"Column: \w+\.(\w+) \(values look like[^\n]*\nStatement:$", last)
+        if m:
+            return "{%s} is named after a person" % m.group(1)
+        return replies.pop(0)
+
+    llm = ScriptedLLM(reply)
+    return Planner(db, llm, SemEngine(llm, max_calls=5000, cascade="off"), filter_check_inputs=check), llm
+
+
+def test_a_filter_false_for_every_value_of_its_column_moves_to_a_column_that_can_tell(superhero):
+    planner, llm = scripted_planner(superhero, [ON_GENDER], column="superhero.full_name", check=50)
+    plan, attempts = planner.make("Which heroes come from a publisher named after a person?")
+    # the gender join only the wrong column read is gone; full_name's 400+ values are over the check's bound
+    assert plan.sql == ("SELECT s.superhero_name FROM superhero AS s "
+                        "WHERE LM_FILTER('{full_name} is named after a person', s.full_name)")
+    assert attempts[1]["filter_moved"] == [
+        "LM_FILTER('{gender} is a publisher named after a person', g.gender) -> "
+        "LM_FILTER('{full_name} is named after a person', s.full_name)", "dropped the join of gender"]
+    choice = next(p[-1].content for p in llm.prompts if p[-1].content.endswith("Column:"))
+    assert "false for every value of g.gender" in choice and "superhero.full_name (values look like: " in choice
+    assert 'root ::= "superhero.superhero_name" | "superhero.full_name"' in llm.constraints
+
+
+def test_a_filter_still_passing_none_goes_back_to_the_model_with_the_columns_to_judge(superhero):
+    planner, llm = scripted_planner(superhero, [ON_GENDER, ON_PUBLISHER])
+    plan, attempts = planner.make("Which heroes come from a publisher named after a person?")
+    assert plan.sql == ON_PUBLISHER["sql"]
+    assert "filter_moved" in attempts[1]
+    error = attempts[2]["error"]  # the moved filter judged every full name false too
+    assert "LM_FILTER('{full_name} is named after a person', s.full_name) is false for all" in error
+    assert "judge a column that does instead; superhero: superhero_name" in error
+    calls = llm.usage.calls
+    run = run_plan(plan, superhero, planner.engine)  # the verdicts judged while planning are the statement's
+    assert llm.usage.calls == calls and {r[0] for r in run.result.rows} and run.result.rows
+
+
+def test_a_filter_passing_none_is_kept_when_the_check_is_off_or_the_column_too_varied(superhero):
+    for check in (0, 2):  # off, or gender's 3 values over the bound: the plan stands as written
+        planner, llm = scripted_planner(superhero, [ON_GENDER], check=check)
+        plan, attempts = planner.make("Which heroes come from a publisher named after a person?")
+        assert plan.sql == ON_GENDER["sql"] and len(attempts) == 2 and llm.usage.calls == 2
+
+
+def test_a_filter_passing_none_on_every_try_keeps_the_first_plan(superhero):
+    planner, _ = scripted_planner(superhero, [ON_GENDER, ON_GENDER, ON_GENDER])
+    plan, attempts = planner.make("Which heroes come from a publisher named after a person?")
+    assert plan.sql == ON_GENDER["sql"] and attempts[-1]["empty_result"] is True
+
+
 def test_guessed_values_become_lm_filters_on_hybrid_plans(superhero):
     guess = {"sql": "SELECT publisher_name FROM publisher WHERE publisher_name IN ('Lucasfilm', 'Rowling Books')",
              "operators": [{"op": "count"}]}
@@ -287,6 +355,29 @@ def test_values_the_question_or_data_supports_are_not_guesses(superhero, where, 
     from tagql.tag.plan import guessed_comparisons
 
     assert guessed_comparisons(f"SELECT superhero_name FROM superhero WHERE {where}", superhero, question) == []
+
+
+def test_fallback_sql_whose_judged_guess_passes_none_moves_the_filter(superhero, tmp_path):
+    sql = ("SELECT DISTINCT p.publisher_name FROM publisher AS p JOIN superhero AS s ON s.publisher_id = p.id "
+           "JOIN gender AS g ON s.gender_id = g.id WHERE g.gender = 'Person'")
+
+    def reply(messages):
+        last = messages[-1].content
+        if "<statement>" in last:
+            return judge(messages)
+        if last.endswith("Column:"):
+            return "publisher.publisher_name"
+        m = re.search(r"Column: \w+\.(\w+) \(values look like[^\n]*\nStatement:$", last)
+        return "{%s} is a person" % m.group(1) if m else replies.pop(0)
+
+    replies = ["yes", "no plan", "still no plan", sql, '["George Lucas"]']
+    s = TagQL(superhero, ScriptedLLM(reply), settings=load_settings(cache_dir=str(tmp_path)))
+    a = answer(s, "Which publishers of heroes are people?", "tag")
+    assert a.plan.fallback == "text2sql_lm" and "g.gender" not in a.sql and "JOIN gender" not in a.sql
+    assert a.plan.guesses_to_lm_filter[1:] == [
+        "LM_FILTER('{gender} is a person', g.gender) -> LM_FILTER('{publisher_name} is a person', p.publisher_name)",
+        "dropped the join of gender"]
+    assert {r[0] for r in a.rows} == PEOPLE and not replies
 
 
 def test_guessed_like_pattern_on_a_judged_column_is_dropped():

@@ -45,7 +45,8 @@ from tagql.tag.operators import (
     template_fields,
 )
 from tagql.text2sql.query import prepare_sql
-from tagql.tag.udf import and_parts, execute_with_lm, register_lm_functions, uses_lm_functions
+from tagql.tag.udf import (JudgedFilter, and_parts, execute_with_lm, judge_filters, register_lm_functions,
+                           uses_lm_functions)
 from tagql.text import LETTERS, word_tokens
 
 LM_OPS = {"filter", "map", "extract", "topk", "agg"}
@@ -1414,13 +1415,77 @@ def _streamed_first(plan: Plan, db: Database, sql: str, result: Result, engine: 
     return SemTable(columns, kept, engine), 1
 
 
+def _columns_beside(tree: Any, arguments: Sequence[str], db: Database, *,
+                    per_table: int = 6) -> list[tuple[str, Table, list[str]]]:
+    """The text columns a filter over ``arguments`` could judge instead, as (qualifier, table, columns):
+    those of the query's tables the arguments do not read from (the rows the question lists), else the
+    other text columns of the arguments' own table; keys left out."""
+    from sqlglot import exp
+
+    select = tree if isinstance(tree, exp.Select) else None
+    if select is None:
+        return []
+    sources = [(src.alias_or_name, table) for src, table in _query_tables(select, db) if table is not None]
+    by_name = {q.lower(): t for q, t in sources}
+    used: set[str] = set()
+    read: set[tuple[str, str]] = set()
+    for arg in arguments:
+        node = _parse(arg, db, db.dialect)
+        for col in node.find_all(exp.Column) if node is not None else []:
+            owner = by_name.get(col.table.lower()) if col.table else next(
+                (t for _q, t in sources if t.column(col.name) is not None), None)
+            if owner is not None:
+                used.add(owner.name.lower())
+                read.add((owner.name.lower(), col.name.lower()))
+    others = [(q, t) for q, t in sources if t.name.lower() not in used] or sources
+    out = []
+    for qualifier, table in others:
+        keys = {c.lower() for fk in table.foreign_keys for c in fk.columns}
+        cols = [c.name for c in table.columns if holds_text(c) and not c.primary_key and c.name.lower() not in keys
+                and (table.name.lower(), c.name.lower()) not in read][:per_table]
+        if cols:
+            out.append((qualifier, table, cols))
+    return out
+
+
+def _drop_unread_joins(select: Any, db: Database) -> list[str]:
+    """Remove the inner joins of ``select`` whose table nothing outside their own ``ON`` reads any more
+    (the join a wrong filter column brought in); returns the dropped tables' names. A bare column the
+    joined table has keeps the join (it may be the one read)."""
+    from sqlglot import exp
+
+    dropped = []
+    for join in list(select.args.get("joins") or []):
+        if not isinstance(join.this, exp.Table) or join.side:  # an outer join keeps rows: left alone
+            continue
+        alias, table = join.this.alias_or_name.lower(), db.schema.table(join.this.name)
+        on = join.args.get("on")
+        reads = [c for c in select.find_all(exp.Column)
+                 if (c.table.lower() == alias or (not c.table and (table is None or table.column(c.name))))
+                 and not (on is not None and _within(c, on))]
+        if not reads:
+            join.pop()
+            dropped.append(join.this.name)
+    return dropped
+
+
+def _within(node: Any, ancestor: Any) -> bool:
+    """Is ``node`` inside ``ancestor`` (or it)?"""
+    while node is not None:
+        if node is ancestor:
+            return True
+        node = node.parent
+    return False
+
+
 class Planner:
     """Asks the LM for a plan (JSON-constrained), validates it, retries once with the error."""
 
     def __init__(self, db: Database, llm: LLM, engine: SemEngine, *, retries: int = 1, max_tokens: int = 400,
                  exemplars: int = 2, map_invented_columns: bool = False, unplaced_columns_to_lm: bool = True,
-                 fresh_retry_on_repeat: bool = False):
+                 fresh_retry_on_repeat: bool = False, filter_check_inputs: int = 0):
         self.db = db
+        self.filter_check_inputs = filter_check_inputs  # a WHERE filter passing none of so many values: replan
         self.fresh_retry_on_repeat = fresh_retry_on_repeat  # one more try, from the first prompt, on a repeat
         self.map_invented_columns = map_invented_columns  # invented_fact_columns on hybrid plans
         self.unplaced_columns_to_lm = unplaced_columns_to_lm  # ... and, after validation, on columns it cannot join
@@ -1496,6 +1561,17 @@ class Planner:
                     if converted:
                         attempts.append({"guesses_to_lm_filter": converted})
                         sql = self._validated(plan, question, attempts)
+                failed = self._filter_passing_none(sql) if hybrid else None
+                if failed is not None:
+                    before = Plan(plan.sql, [dict(o) for o in plan.operators])
+                    moved = self.refilter(plan, sql, failed, question)
+                    if moved:
+                        attempts.append({"filter_moved": moved})
+                        sql = self._validated(plan, question, attempts)
+                        failed = self._filter_passing_none(sql)
+                    if failed is not None:
+                        empty = empty or before
+                        raise self._passing_none_error(sql, failed)
                 if plan.operators and self._finds_nothing(sql):
                     empty = empty or plan
                     raise PlanError("the plan's SQL returns no rows, so its operators have nothing to work on",
@@ -1634,6 +1710,87 @@ class Planner:
         if not text.startswith(head.strip()) or len(text) <= len(head):
             text = head + "satisfies the condition of the question: " + question
         return text.rstrip(" .")
+
+    def _filter_passing_none(self, sql: str) -> JudgedFilter | None:
+        """A WHERE ``LM_FILTER`` of ``sql`` the LM judges false for every stored value it reads (at most
+        ``filter_check_inputs`` of them), else None: its column does not hold what the question asks about
+        (customers "in Portugal" filtered on their support rep's ``Employee.Country``, all 'Canada', where
+        the customers' own country column is missing; pool dev 245, 267). The verdicts stay in the engine,
+        so a plan kept costs no extra call."""
+        if not self.filter_check_inputs:
+            return None
+        try:
+            judged = judge_filters(self.db, sql, self.engine, max_inputs=self.filter_check_inputs)
+        except TagqlError:  # the call cap: the statement will say so when it runs
+            return None
+        return next((f for f in judged if f.passes_none), None)
+
+    def move_filters_passing_none(self, plan: Plan, question: str) -> list[str]:
+        """:meth:`refilter` for a plan that did not come from :meth:`make` (the text-to-SQL fallback whose
+        guesses became filters): ``old -> new`` notes, none when no filter passes none."""
+        failed = self._filter_passing_none(plan.sql)
+        return self.refilter(plan, plan.sql, failed, question) if failed is not None else []
+
+    def _passing_none_error(self, sql: str, failed: JudgedFilter) -> PlanError:
+        """What the model is told of a filter passing none (:meth:`_filter_passing_none`): the values it
+        judged and the text columns of the query's other tables."""
+        values = [v[0] if len(v) == 1 else v for v in failed.values.values()]
+        shown = ", ".join(repr(v) for v in values[:3]) + (", ..." if len(values) > 3 else "")
+        column = " and ".join(failed.arguments)
+        tree = _parse(sql, self.db, self.db.dialect)
+        elsewhere = "; ".join(f"{t.name}: {', '.join(cols)}"
+                              for _q, t, cols in (_columns_beside(tree, failed.arguments, self.db)
+                                                  if tree is not None else []))
+        return PlanError(f"{failed.call} is false for all {len(values)} values of {column} ({shown}): "
+                         f"{column} does not hold what the question asks about",
+                         f"judge a column that does instead; {elsewhere}" if elsewhere else
+                         "judge another column instead, one that holds what the question asks about")
+
+    def refilter(self, plan: Plan, sql: str, failed: JudgedFilter, question: str) -> list[str]:
+        """Move a filter that passes none (:meth:`_filter_passing_none`) onto the column that can tell:
+        the LM picks it among the text columns of the query's other tables (one grammar-constrained call
+        over their names and sample values), :meth:`criterion` states the question's condition on it, and
+        a join only the old column read is dropped. Shown the error instead, the 1.5B model wrote the
+        hidden column again and the join repair brought back the same wrong table (pool dev 245). Sets
+        ``plan.sql``; returns ``old -> new`` notes (none when there is nothing to move to)."""
+        from sqlglot import exp
+
+        tree = _parse(sql, self.db, self.db.dialect)
+        call = next((f for f in tree.find_all(exp.Anonymous) if f.name.upper() == "LM_FILTER"
+                     and f.sql(dialect=self.db.dialect) == failed.call), None) if tree is not None else None
+        select = call.find_ancestor(exp.Select) if call is not None else None
+        if select is None:
+            return []
+        options: dict[str, tuple[str, Table, str]] = {}
+        for qualifier, table, cols in _columns_beside(select, failed.arguments, self.db):
+            for c in cols:
+                options.setdefault(f"{table.name}.{c}", (qualifier, table, c))
+        if not options:
+            return []
+        lines = []
+        for label, (_q, table, c) in options.items():
+            try:
+                r = self.db.execute(f'SELECT DISTINCT "{c}" FROM "{table.name}" WHERE "{c}" IS NOT NULL LIMIT 3')
+                lines.append(f"{label} (values look like: {', '.join(repr(v[0]) for v in r.rows)})")
+            except TagqlError:
+                lines.append(label)
+        statement = call.expressions[0].name if call.expressions else ""
+        msgs = [self.messages(question)[0],
+                user(prompts.fact_column_prompt(question, statement, " and ".join(failed.arguments), lines))]
+        grammar = "root ::= " + " | ".join(json.dumps(label) for label in options)
+        reply = self.llm.complete(msgs, max_tokens=24, grammar=grammar)
+        picked = options.get(reply.text.strip())
+        if picked is None:
+            return []
+        qualifier, table, column = picked
+        new = exp.Anonymous(this="LM_FILTER", expressions=[
+            exp.Literal.string(self.criterion(question, column, table.name)),
+            exp.column(column, table=qualifier)])
+        notes = [f"{failed.call} -> {new.sql(dialect=self.db.dialect)}"]
+        call.replace(new)
+        notes += [f"dropped the join of {name}" for name in _drop_unread_joins(select, self.db)]
+        plan.sql = tree.sql(dialect=self.db.dialect)
+        return notes
 
     def _finds_nothing(self, sql: str) -> bool:
         """Does the plan's SQL return no rows? (Checked only when that costs no LM call.)"""

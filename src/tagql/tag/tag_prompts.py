@@ -58,6 +58,11 @@ def criterion_prompt(question: str, column: str, table: str, examples: str) -> s
                             examples=examples)
 
 
+def fact_column_prompt(question: str, statement: str, column: str, options: list[str]) -> str:
+    return TEMPLATES.render("fact_column", question=question, statement=statement, column=column,
+                            options="\n".join(options))
+
+
 def plan_repair_prompt(error: str) -> str:
     return TEMPLATES.render("plan_repair", error=error)
 

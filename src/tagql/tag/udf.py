@@ -36,6 +36,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tagql.db.connection import Database, Result
@@ -232,10 +233,10 @@ def _own_budget(engine: SemEngine, call: str, uncached: int, *, exact: bool, wha
     return 0
 
 
-def _filter_conjuncts(sql: str, dialect: str) -> list[tuple[Any, Any, list[Any]]]:
-    """(``LM_FILTER`` call, its SELECT, the SELECT's other conjuncts without LM calls) for each call that
-    is a conjunct of a WHERE (``LM_FILTER(..)``, ``= 1``, ``= 0``, ``NOT``): the rows that reach it are
-    exactly those the other conjuncts keep."""
+def _filter_conjuncts(sql: str, dialect: str) -> list[tuple[Any, Any, list[Any], bool]]:
+    """(``LM_FILTER`` call, its SELECT, the SELECT's other conjuncts without LM calls, whether it keeps the
+    rows it holds for) for each call that is a conjunct of a WHERE (``LM_FILTER(..)`` and ``= 1`` keep,
+    ``= 0`` and ``NOT`` drop): the rows that reach it are exactly those the other conjuncts keep."""
     import sqlglot
     from sqlglot import exp
 
@@ -248,52 +249,84 @@ def _filter_conjuncts(sql: str, dialect: str) -> list[tuple[Any, Any, list[Any]]
         conjuncts = _conjuncts(where)
         plain = _without_lm(conjuncts)
         for c in conjuncts:
+            keeps = not isinstance(c, exp.Not)
             core = c.this if isinstance(c, exp.Not) else c
             if isinstance(core, (exp.EQ, exp.NEQ)) and isinstance(core.expression, exp.Literal):
+                keeps = keeps == ((core.expression.name == "1") == isinstance(core, exp.EQ))
                 core = core.this
             while isinstance(core, exp.Paren):
                 core = core.this
             if isinstance(core, exp.Anonymous) and core.name.upper() == "LM_FILTER":
-                out.append((core, select, plain))
+                out.append((core, select, plain, keeps))
     return out
 
 
-def prefetch_filters(db: Database, sql: str, engine: SemEngine, *, timeout_s: float = 60.0) -> int:
-    """Judge the inputs of ``sql``'s WHERE-conjunct ``LM_FILTER`` calls up front (see the module doc);
-    returns how many inputs were judged. A filter this cannot read (a correlated subquery, an instruction
-    that is not a literal) is left to the row-at-a-time calls."""
+@dataclass
+class JudgedFilter:
+    """One WHERE-conjunct ``LM_FILTER`` judged before its statement: its SQL, whether it keeps the rows it
+    holds for, and its verdict per distinct input (how many rows each stands for in ``rows``)."""
+
+    call: str
+    arguments: tuple[str, ...]  # the SQL of its value arguments (``Employee.Country``)
+    keeps: bool
+    verdicts: dict[str, bool]
+    rows: dict[str, int]
+    values: dict[str, tuple[Any, ...]]  # each input's stored values (the arguments it was filled with)
+
+    @property
+    def passes_none(self) -> bool:
+        """Does the filter leave no row? (Every input judged, none kept.)"""
+        return bool(self.verdicts) and not any(v == self.keeps for v in self.verdicts.values())
+
+
+def judge_filters(db: Database, sql: str, engine: SemEngine, *, timeout_s: float = 60.0,
+                  max_inputs: int = PREFETCH_MAX_INPUTS) -> list[JudgedFilter]:
+    """Judge the inputs of ``sql``'s WHERE-conjunct ``LM_FILTER`` calls up front (see the module doc) and
+    return what each decided; verdicts land in ``engine.prejudged``, so the statement's own calls find them.
+    A filter this cannot read (a correlated subquery, an instruction that is not a literal, more than
+    ``max_inputs`` distinct inputs) is left to the row-at-a-time calls and not returned."""
     import sqlglot
     from sqlglot import exp
 
     try:
         found = _filter_conjuncts(sql, db.dialect)
     except sqlglot.errors.ParseError:
-        return 0
-    judged = 0
-    for call, select, plain in found:
+        return []
+    judged = []
+    for call, select, plain, keeps in found:
         instr, *args = call.expressions
         if not isinstance(instr, exp.Literal) or not instr.is_string or not args:
             continue
         rows = _input_counts(db, select, args, plain, timeout_s=timeout_s)
-        if rows is None:
+        if rows is None or len(rows) > max_inputs:
             continue
         instruction = repair_braces(instr.this)
         counts: Counter[str] = Counter()
+        stored: dict[str, tuple[Any, ...]] = {}
         for *values, n in rows:
-            counts[_bind(instruction, tuple(values), "LM_FILTER", engine)] += int(n)
+            bound = _bind(instruction, tuple(values), "LM_FILTER", engine)
+            counts[bound] += int(n)
+            stored.setdefault(bound, tuple(values))
         known = engine.prejudged.setdefault(instruction, {})
         todo = [c for c in counts if c not in known]
         if todo:
             t0, c0 = time.perf_counter(), engine.stats.lm_calls
             verdicts = engine.judge_many(instruction, todo, op="sql_filter", weights=[counts[c] for c in todo])
             known.update(zip(todo, verdicts))
-            judged += len(todo)
             engine.stats.deduped += sum(counts[c] for c in todo) - len(todo)
             engine.stats.per_operator.append({
                 "op": "lm_filter (judged before the statement)", "instruction": instruction,
                 "rows": sum(counts[c] for c in todo), "distinct_inputs": len(todo),
                 "lm_calls": engine.stats.lm_calls - c0, "seconds": round(time.perf_counter() - t0, 3)})
+        judged.append(JudgedFilter(call.sql(dialect=db.dialect), tuple(a.sql(dialect=db.dialect) for a in args),
+                                   keeps, {c: known[c] for c in counts}, dict(counts), stored))
     return judged
+
+
+def prefetch_filters(db: Database, sql: str, engine: SemEngine, *, timeout_s: float = 60.0) -> int:
+    """Judge the inputs of ``sql``'s WHERE-conjunct ``LM_FILTER`` calls before it runs (:func:`judge_filters`);
+    returns how many inputs hold a verdict now."""
+    return sum(len(f.verdicts) for f in judge_filters(db, sql, engine, timeout_s=timeout_s))
 
 
 def _input_counts(db: Database, select: Any, args: list[Any], plain: list[Any], *, timeout_s: float,
