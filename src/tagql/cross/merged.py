@@ -38,8 +38,7 @@ from sqlglot import exp
 from tagql.cross.join import MAX_OPTIONS, load_table, match_values, norm, require_duckdb, similar_values
 from tagql.cross.plan import schema_line
 from tagql.db.connection import Database
-from tagql.db.repair import holds_number, holds_text
-from tagql.db.schema import ForeignKey, Schema, Table, key_links
+from tagql.db.schema import ForeignKey, Schema, Table, holds_number, holds_text, key_links
 from tagql.errors import TagqlError
 from tagql.llm.base import LLM, system, user
 
@@ -94,7 +93,7 @@ def text_values(db: Database, cap: int = VALUE_CAP) -> dict[tuple[str, str], set
     s = db.schema
     for t in s.tables:
         for c in t.columns:
-            if c.type and not any(k in c.type.upper() for k in ("CHAR", "TEXT", "CLOB", "STRING", "VARCHAR")):
+            if not holds_text(c):
                 continue
             try:
                 rows = db.execute(f"SELECT DISTINCT {s.quote(c.name)} FROM {s.quote(t.name)} "

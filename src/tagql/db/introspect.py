@@ -11,13 +11,12 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
 from tagql.db.descriptions import apply_descriptions
-from tagql.db.schema import Column, ForeignKey, Schema, Table
+from tagql.db.schema import Column, ForeignKey, Schema, Table, holds_text
 from tagql.errors import NotADatabase
 
 if TYPE_CHECKING:
     from tagql.db.connection import Database
 
-_TEXT_TYPES = ("CHAR", "TEXT", "CLOB", "STRING", "VARCHAR")
 
 
 def introspect(db: Database, *, sample_values: int = 3) -> Schema:
@@ -69,7 +68,7 @@ def _add_samples(db: Database, schema: Schema, k: int) -> None:
     """Fill ``Column.samples`` with up to ``k`` distinct non-empty values of each text column."""
     for t in schema.tables:
         for c in t.columns:
-            if not any(x in c.type for x in _TEXT_TYPES) and c.type:
+            if not holds_text(c):
                 continue
             col, tab = schema.quote(c.name), schema.quote(t.name)
             if not db.backend.sample_values:

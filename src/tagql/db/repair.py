@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from tagql.db.safety import equated_namesake
-from tagql.db.schema import Column, KeyLink, Schema, Table, key_links
+from tagql.db.schema import Column, KeyLink, Schema, Table, holds_text, key_links
 from tagql.errors import TagqlError
 from tagql.text import LETTERS, stems
 from tagql.text.stem import stem
@@ -923,18 +923,6 @@ def _sibling_holding(db: Database, table: Table, column: str, values: list[str],
         except TagqlError:
             return None
     return holding.pop() if len(holding) == 1 else None
-
-
-def holds_text(column: Column) -> bool:
-    """A text column, or one without a declared type (SQLite)."""
-    kind = column.type.upper()
-    return not kind or any(t in kind for t in ("CHAR", "TEXT", "CLOB", "STRING"))
-
-
-def holds_number(column: Column) -> bool:
-    """A column declared as a number (integer, real, float, double, numeric, decimal)."""
-    kind = (column.type or "").upper()
-    return any(k in kind for k in ("INT", "REAL", "FLOA", "DOUB", "NUM", "DEC"))
 
 
 def columns_holding(db: Database, value: str, *, max_columns: int = 48, timeout_s: float = 1.0) -> list[str]:

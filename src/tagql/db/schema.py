@@ -23,6 +23,21 @@ class Column:
     samples: list[Any] = field(default_factory=list)
 
 
+TEXT_TYPES = ("CHAR", "TEXT", "CLOB", "STRING")  # any declared type naming one of these holds text (VARCHAR too)
+
+
+def holds_text(column: Column) -> bool:
+    """A text column, or one without a declared type (SQLite)."""
+    kind = (column.type or "").upper()
+    return not kind or any(t in kind for t in TEXT_TYPES)
+
+
+def holds_number(column: Column) -> bool:
+    """A column declared as a number (integer, real, float, double, numeric, decimal)."""
+    kind = (column.type or "").upper()
+    return any(k in kind for k in ("INT", "REAL", "FLOA", "DOUB", "NUM", "DEC"))
+
+
 @dataclass
 class ForeignKey:
     columns: list[str]

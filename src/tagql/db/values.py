@@ -187,7 +187,7 @@ class ValueIndex:
               timeout_s: float = 30.0) -> ValueIndex:
         """Read the values of ``db`` (see the module docstring for the caps). ``progress(stage, done, total)``
         hears each column once the build has taken half a second (a small database builds silently)."""
-        from tagql.db.repair import holds_text
+        from tagql.db.schema import holds_text
 
         t0 = time.perf_counter()
         targets = [(t, c) for t in db.schema.tables for c in t.columns if holds_text(c)]

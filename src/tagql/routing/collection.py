@@ -42,7 +42,6 @@ from tagql.routing.serial import schema_from_dict, schema_to_dict
 FORMAT = 2
 MAX_VALUES = 200  # distinct values kept per column
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-_TEXT = ("CHAR", "TEXT", "CLOB", "STRING", "VARCHAR")
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 

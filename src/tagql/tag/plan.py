@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tagql.db.connection import Database, Result
-from tagql.db.repair import Comparison, compared_strings, holds_text, string_comparisons
+from tagql.db.repair import Comparison, compared_strings, string_comparisons
 from tagql.db.safety import fix_sqlite_double_quoted_strings
-from tagql.db.schema import Table, key_neighbours
+from tagql.db.schema import Table, holds_text, key_neighbours
 from tagql.errors import InvalidQuery, LLMOutputError, QueryFailed, TagqlError, UnsafeQuery
 from tagql.knowledge import ScoredStatement
 from tagql.llm.base import LLM, Message, system, user

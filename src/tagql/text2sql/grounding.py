@@ -48,8 +48,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from tagql.db.repair import holds_number
-from tagql.db.schema import Schema, Table
+from tagql.db.schema import Schema, Table, holds_number
 from tagql.errors import TagqlError
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from tagql.db.repair import holds_text, is_string_literal, select_sources
-from tagql.db.schema import Schema
+from tagql.db.repair import is_string_literal, select_sources
+from tagql.db.schema import Schema, holds_text
 from tagql.errors import TagqlError
 
 if TYPE_CHECKING:
