@@ -1460,22 +1460,14 @@ def _drop_unread_joins(select: Any, db: Database) -> list[str]:
             continue
         alias, table = join.this.alias_or_name.lower(), db.schema.table(join.this.name)
         on = join.args.get("on")
+        in_on = {id(c) for c in on.find_all(exp.Column)} if on is not None else set()
         reads = [c for c in select.find_all(exp.Column)
                  if (c.table.lower() == alias or (not c.table and (table is None or table.column(c.name))))
-                 and not (on is not None and _within(c, on))]
+                 and id(c) not in in_on]
         if not reads:
             join.pop()
             dropped.append(join.this.name)
     return dropped
-
-
-def _within(node: Any, ancestor: Any) -> bool:
-    """Is ``node`` inside ``ancestor`` (or it)?"""
-    while node is not None:
-        if node is ancestor:
-            return True
-        node = node.parent
-    return False
 
 
 class Planner:
@@ -1695,13 +1687,18 @@ class Planner:
         statement = self.criterion(question, column, table.name).replace("'", "''")
         return f"{ENUMERATION_HINT}; here: LM_FILTER('{statement}', {column}) instead of {column} IN (...)"
 
+    def _examples(self, table: str, column: str, limit: int) -> str | None:
+        """Up to ``limit`` distinct stored values of ``table.column`` as the prompts show them (``'Lisbon',
+        'Porto'``); None when the lookup fails."""
+        try:
+            r = self.db.execute(f'SELECT DISTINCT "{column}" FROM "{table}" WHERE "{column}" IS NOT NULL LIMIT {limit}')
+        except TagqlError:
+            return None
+        return ", ".join(repr(v[0]) for v in r.rows)
+
     def criterion(self, question: str, column: str, table: str) -> str:
         """The question's condition on one value of ``table.column``, as a statement with ``{column}``."""
-        try:
-            r = self.db.execute(f'SELECT DISTINCT "{column}" FROM "{table}" WHERE "{column}" IS NOT NULL LIMIT 5')
-            examples = ", ".join(repr(v[0]) for v in r.rows)
-        except TagqlError:
-            examples = ""
+        examples = self._examples(table, column, 5) or ""
         msgs = [self.messages(question)[0], user(prompts.criterion_prompt(question, column, table, examples))]
         head = "{" + column + "} "
         grammar = f'root ::= "{head}" [^\n{{}}]+'
@@ -1769,11 +1766,8 @@ class Planner:
             return []
         lines = []
         for label, (_q, table, c) in options.items():
-            try:
-                r = self.db.execute(f'SELECT DISTINCT "{c}" FROM "{table.name}" WHERE "{c}" IS NOT NULL LIMIT 3')
-                lines.append(f"{label} (values look like: {', '.join(repr(v[0]) for v in r.rows)})")
-            except TagqlError:
-                lines.append(label)
+            examples = self._examples(table.name, c, 3)
+            lines.append(label if examples is None else f"{label} (values look like: {examples})")
         statement = call.expressions[0].name if call.expressions else ""
         msgs = [self.messages(question)[0],
                 user(prompts.fact_column_prompt(question, statement, " and ".join(failed.arguments), lines))]

@@ -264,13 +264,12 @@ def _filter_conjuncts(sql: str, dialect: str) -> list[tuple[Any, Any, list[Any],
 @dataclass
 class JudgedFilter:
     """One WHERE-conjunct ``LM_FILTER`` judged before its statement: its SQL, whether it keeps the rows it
-    holds for, and its verdict per distinct input (how many rows each stands for in ``rows``)."""
+    holds for, and its verdict per distinct input."""
 
     call: str
     arguments: tuple[str, ...]  # the SQL of its value arguments (``Employee.Country``)
     keeps: bool
     verdicts: dict[str, bool]
-    rows: dict[str, int]
     values: dict[str, tuple[Any, ...]]  # each input's stored values (the arguments it was filled with)
 
     @property
@@ -319,7 +318,7 @@ def judge_filters(db: Database, sql: str, engine: SemEngine, *, timeout_s: float
                 "rows": sum(counts[c] for c in todo), "distinct_inputs": len(todo),
                 "lm_calls": engine.stats.lm_calls - c0, "seconds": round(time.perf_counter() - t0, 3)})
         judged.append(JudgedFilter(call.sql(dialect=db.dialect), tuple(a.sql(dialect=db.dialect) for a in args),
-                                   keeps, {c: known[c] for c in counts}, dict(counts), stored))
+                                   keeps, {c: known[c] for c in counts}, stored))
     return judged
 
 
