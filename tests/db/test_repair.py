@@ -658,3 +658,40 @@ def test_a_column_two_joined_tables_reach_equally_is_reached_from_the_table_it_w
     sql, notes = repaired("SELECT team_name FROM teams JOIN sites ON teams.site_id = sites.site_id "
                           "WHERE country_name = 'Germany'", db)
     assert notes == []
+
+
+@pytest.fixture(scope="module")
+def formula_1(shared_data):
+    """Spider's formula_1 (BIRD's copy ships no database file): sibling tables of the same shape."""
+    return open_database(shared_data / "spider" / "database" / "formula_1" / "formula_1.sqlite")
+
+
+def test_a_sibling_table_taken_for_another_is_swapped_for_the_one_with_every_column_read(formula_1):
+    # constructorStandings has wins but no driverId; driverStandings, named alike, has both
+    sql, notes = repaired(
+        "SELECT T1.forename, T1.surname FROM drivers AS T1 INNER JOIN constructorStandings AS T2 "
+        "ON T1.driverId = T2.driverId WHERE T1.nationality = 'French' ORDER BY T2.wins DESC LIMIT 3", formula_1)
+    assert notes == ["constructorStandings -> driverStandings (constructorStandings has no driverId; "
+                     "driverStandings has every column the query reads of it: driverId, wins)"]
+    assert "JOIN driverStandings AS T2 ON T1.driverId = T2.driverId" in sql
+    gold = ("SELECT d.forename, d.surname FROM drivers d JOIN driverStandings s ON d.driverId = s.driverId "
+            "WHERE d.nationality = 'French' ORDER BY s.wins DESC LIMIT 3")
+    assert formula_1.execute(sql).rows == formula_1.execute(gold).rows and len(formula_1.execute(gold).rows) == 3
+    # unaliased, the qualifiers follow the table
+    sql, notes = repaired(
+        "SELECT drivers.surname FROM drivers JOIN constructorStandings ON drivers.driverId = constructorStandings.driverId "
+        "WHERE constructorStandings.wins > 5", formula_1)
+    assert len(notes) == 1 and "driverStandings.wins > 5" in sql and "constructorStandings" not in sql
+    assert len(formula_1.execute(sql).rows) > 0
+
+
+@pytest.mark.parametrize("sql", [
+    # only the missing column is read: nothing shows which shape was meant (the model is asked)
+    "SELECT T1.surname FROM drivers AS T1 JOIN constructorStandings AS T2 ON T1.driverId = T2.driverId",
+    # no table named alike has every column read (driverStandings has no constructorId)
+    "SELECT T2.wins FROM constructors AS T1 JOIN driverStandings AS T2 ON T1.constructorId = T2.constructorId "
+    "WHERE T2.driverId = 1",
+])
+def test_no_sibling_swap_without_the_evidence(formula_1, sql):
+    out, notes = repaired(sql, formula_1)
+    assert not any("has every column the query reads" in n for n in notes), notes

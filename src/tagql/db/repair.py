@@ -46,6 +46,10 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    (``colour.colour``, joined on that key: :func:`repair_key_named_columns`).
 9. **A ranking by an aggregate without groups** (:func:`repair_missing_group_by`): ``SELECT name ...
    ORDER BY COUNT(*) DESC`` groups by what it selects.
+10. **A sibling table taken for another** (:func:`_swap_sibling`, part of :func:`repair_columns`):
+   ``drivers JOIN constructorStandings AS T2 ON T1.driverId = T2.driverId ... T2.wins`` reads a
+   ``driverId`` that table lacks; the one table named alike that has every column the query reads of it
+   (``driverStandings``) takes its place.
 The repairs that read the question's words (the counted entity, length and calendar-month orderings,
 listed values, word-count bounds) live with query synthesis in :mod:`tagql.text2sql.repair`.
 """
@@ -447,6 +451,11 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
                     notes.append(f"{wrong} -> {bridged.alias}.{name} (joined {bridged.table.name} between "
                                  f"{having[0].table.name} and {by_alias[qualifier.lower()].table.name})")
                     continue
+                swapped = _swap_sibling(select, sources, by_alias[qualifier.lower()], schema)
+                if swapped is not None:
+                    by_alias = {s.alias.lower(): s for s in sources}
+                    notes.append(swapped)
+                    continue
                 path = _join_by_key_path(select, sources, col, by_alias[qualifier.lower()], having[0], schema)
                 if path is not None:
                     by_alias.update((s.alias.lower(), s) for s in sources)
@@ -472,6 +481,11 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
                 by_alias[bridged.alias.lower()] = bridged
                 notes.append(f"{wrong} -> {bridged.alias}.{name} (joined {bridged.table.name} between "
                              f"{partner.table.name} and {by_alias[qualifier.lower()].table.name})")
+                continue
+            swapped = _swap_sibling(select, sources, by_alias[qualifier.lower()], schema)
+            if swapped is not None:
+                by_alias = {s.alias.lower(): s for s in sources}
+                notes.append(swapped)
                 continue
         if not qualifier:
             _qualify_bare_columns(select, sources)  # before a join makes a bare `id` ambiguous
@@ -638,6 +652,41 @@ def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking
         joins.insert(joins.index(mine[0]), exp.Join(this=node, on=on))
     sources.insert(sources.index(later), added)
     return added
+
+
+def _swap_sibling(select: exp.Select, sources: list[_Source], lacking: _Source, schema: Schema) -> str | None:
+    """``lacking`` read for columns it does not have, where exactly one other table of the schema has every
+    column the SELECT reads of it: that table was meant, a sibling of the same shape
+    (``drivers JOIN constructorStandings AS T2 ON T1.driverId = T2.driverId ... ORDER BY T2.wins`` ->
+    ``driverStandings AS T2``: it has driverId and wins, constructorStandings only wins). Needs two or more
+    columns read, at least one of which ``lacking`` has (the shape it was taken for), and a word of the name
+    in common (``...Standings``: a sibling, not any table that happens to have an ``id`` and a ``name``).
+    Returns the note, or None when nothing changed."""
+    read = list(dict.fromkeys(c.name for c in _own_columns(select)
+                              if c.name and c.table.lower() == lacking.alias.lower()))
+    missing = [c for c in read if lacking.table.column(c) is None]
+    if len(read) < 2 or not missing or len(missing) == len(read):
+        return None
+    used = {s.table.name.lower() for s in sources}
+    words = {w.lower() for w in _name_words(lacking.table.name)}
+    fits = [t for t in schema.tables if t.name.lower() not in used and all(t.column(c) is not None for c in read)
+            and words & {w.lower() for w in _name_words(t.name)}]
+    if len(fits) != 1:
+        return None
+    meant = fits[0]
+    nodes = [(select.args.get("from_") or select.args.get("from")).this,
+             *[j.this for j in select.args.get("joins") or []]]
+    node = next(n for n in nodes if isinstance(n, exp.Table) and n.alias_or_name.lower() == lacking.alias.lower())
+    node.set("this", exp.to_identifier(meant.name))
+    alias = lacking.alias
+    if not node.alias:  # unaliased: the columns were qualified by the old table's name
+        alias = meant.name
+        for c in _own_columns(select):
+            if c.table.lower() == lacking.alias.lower():
+                c.set("table", exp.to_identifier(alias))
+    sources[sources.index(lacking)] = _Source(alias, meant)
+    return (f"{lacking.table.name} -> {meant.name} ({lacking.table.name} has no {', '.join(missing)}; "
+            f"{meant.name} has every column the query reads of it: {', '.join(read)})")
 
 
 def _join_by_key_path(select: exp.Select, sources: list[_Source], col: exp.Column, lacking: _Source,
