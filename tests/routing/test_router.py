@@ -208,3 +208,18 @@ def test_table_scorer_as_a_ranking_fit(small_router, small_collection, dev) -> N
     assert scored["db_r@1"] >= _score(small_router, small_collection, dev)["db_r@1"] - 3.0
     with pytest.raises(ValueError, match="table_fit must be one of logistic, softmax, not 'Softmax'"):
         dataclasses.replace(small_router.cfg, table_fit="Softmax")
+
+
+def test_features_do_not_depend_on_how_many_rows_are_scored_at_once(small_router, dev, monkeypatch) -> None:
+    """The neighbour votes and nearness are computed a few questions at a time (``ROWS_AT_ONCE``) to bound
+    the (questions x memory) temporaries; one row at a time and all at once give the same features."""
+    from tagql.routing import ours
+
+    qs = [e["question"] for e in dev[:20]]
+    monkeypatch.setattr(ours, "ROWS_AT_ONCE", 1)
+    one, near_one = small_router._features(qs)
+    monkeypatch.setattr(ours, "ROWS_AT_ONCE", 10_000)
+    every, near_every = small_router._features(qs)
+    assert one[:, :, ours.FEATURES.index("knn_table")].any()  # the votes are there to compare
+    np.testing.assert_array_equal(one, every)
+    np.testing.assert_array_equal(near_one, near_every)

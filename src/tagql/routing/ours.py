@@ -162,7 +162,8 @@ DB_HARD = 100  # the database ranking fit compares the gold database with this m
 DB_RANDOM = 100  # and this many random others (the hard ones alone over-weigh the feature that picked them)
 DB_CALIBRATE = 15  # the ranking score is calibrated into log-odds on the gold vs this many best others
 HELD_BYTES = 1 << 30  # held-out feature arrays kept between the two scorer fits up to this size
-CHUNK_BYTES = 256 << 20  # one batch's (questions, tables, features) array at most (large collections)
+CHUNK_BYTES = 128 << 20  # one batch's (questions, tables, features) array at most (large collections)
+ROWS_AT_ONCE = 16  # questions whose (questions x memory) temporaries exist at once (the neighbour votes)
 ONE_DATABASE = "prior: one database"  # meta["db_scorer"] of a router built on a one-database collection
 ENCODER_DIR = "encoder"  # router/encoder/: the fine-tuned sentence encoder (BuildConfig.finetune)
 TUNED_DIR = "table_encoder"  # router/table_encoder/: the contrastive table encoder (BuildConfig.tuned_steps)
@@ -510,11 +511,15 @@ class GraphRouter:
             for qi, rows in enumerate(hide or ()):
                 sims[qi, rows] = -1
             k = min(self.cfg.knn, sims.shape[1])
-            # the k best of each row, copied out: the full index array is (questions x memory) int64, twice
-            # the similarities (266 MB per batch at 10,000 databases), and a view would keep it alive
-            top = np.argpartition(sims, -k, axis=1)[:, -k:].copy()
-            if len(self._near_order):
-                near[:, self._near_dbs] = np.maximum.reduceat(sims[:, self._near_order], self._near_starts, axis=1)
+            top = np.empty((nq, k), dtype=np.int64)
+            # a few rows at a time: argpartition's index array and the grouped copy of the similarities are
+            # (rows x memory), twice and once the similarities' size (400 MB per batch at 10,000 databases)
+            for r0 in range(0, nq, ROWS_AT_ONCE):
+                rows = sims[r0:r0 + ROWS_AT_ONCE]
+                top[r0:r0 + ROWS_AT_ONCE] = np.argpartition(rows, -k, axis=1)[:, -k:]
+                if len(self._near_order):
+                    near[r0:r0 + ROWS_AT_ONCE, self._near_dbs] = np.maximum.reduceat(
+                        rows[:, self._near_order], self._near_starts, axis=1)
             for qi in range(nq):
                 w = np.exp((sims[qi, top[qi]] - sims[qi, top[qi]].max()) / self.cfg.knn_temp)
                 w /= w.sum()
