@@ -683,6 +683,15 @@ def test_a_sibling_table_taken_for_another_is_swapped_for_the_one_with_every_col
         "WHERE constructorStandings.wins > 5", formula_1)
     assert len(notes) == 1 and "driverStandings.wins > 5" in sql and "constructorStandings" not in sql
     assert len(formula_1.execute(sql).rows) > 0
+    # a subquery reading the swapped table (correlated) follows it too, and its column counts as read
+    sql, notes = repaired(
+        "SELECT drivers.surname FROM drivers JOIN constructorStandings ON drivers.driverId = constructorStandings.driverId "
+        "WHERE constructorStandings.wins > (SELECT AVG(results.points) FROM results "
+        "WHERE results.raceId = constructorStandings.raceId)", formula_1)
+    assert notes == ["constructorStandings -> driverStandings (constructorStandings has no driverId; "
+                     "driverStandings has every column the query reads of it: driverId, wins, raceId)"]
+    assert "results.raceId = driverStandings.raceId" in sql and "constructorStandings" not in sql
+    formula_1.execute(sql)
 
 
 @pytest.mark.parametrize("sql", [

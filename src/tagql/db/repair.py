@@ -389,10 +389,9 @@ def repair_columns(tree: exp.Expression, schema: Schema, question: str = "") -> 
 def select_sources(select: exp.Select, schema: Schema) -> list[_Source] | None:
     """The SELECT's own tables, or None when it reads something we cannot reason about (a subquery,
     a CTE, a table function)."""
-    from_ = select.args.get("from_") or select.args.get("from")
-    if from_ is None:
+    nodes = _source_nodes(select)
+    if not nodes:
         return None
-    nodes = [from_.this, *[j.this for j in select.args.get("joins") or []]]
     ctes = {c.alias_or_name.lower() for c in select.root().find_all(exp.CTE)}
     out = []
     for node in nodes:
@@ -662,8 +661,8 @@ def _swap_sibling(select: exp.Select, sources: list[_Source], lacking: _Source, 
     columns read, at least one of which ``lacking`` has (the shape it was taken for), and a word of the name
     in common (``...Standings``: a sibling, not any table that happens to have an ``id`` and a ``name``).
     Returns the note, or None when nothing changed."""
-    read = list(dict.fromkeys(c.name for c in _own_columns(select)
-                              if c.name and c.table.lower() == lacking.alias.lower()))
+    refs = _source_references(select, lacking.alias)
+    read = list(dict.fromkeys(c.name for c in refs if c.name))
     missing = [c for c in read if lacking.table.column(c) is None]
     if len(read) < 2 or not missing or len(missing) == len(read):
         return None
@@ -674,19 +673,39 @@ def _swap_sibling(select: exp.Select, sources: list[_Source], lacking: _Source, 
     if len(fits) != 1:
         return None
     meant = fits[0]
-    nodes = [(select.args.get("from_") or select.args.get("from")).this,
-             *[j.this for j in select.args.get("joins") or []]]
-    node = next(n for n in nodes if isinstance(n, exp.Table) and n.alias_or_name.lower() == lacking.alias.lower())
+    node = next(n for n in _source_nodes(select)
+                if isinstance(n, exp.Table) and n.alias_or_name.lower() == lacking.alias.lower())
     node.set("this", exp.to_identifier(meant.name))
     alias = lacking.alias
     if not node.alias:  # unaliased: the columns were qualified by the old table's name
         alias = meant.name
-        for c in _own_columns(select):
-            if c.table.lower() == lacking.alias.lower():
-                c.set("table", exp.to_identifier(alias))
+        for c in refs:
+            c.set("table", exp.to_identifier(alias))
     sources[sources.index(lacking)] = _Source(alias, meant)
     return (f"{lacking.table.name} -> {meant.name} ({lacking.table.name} has no {', '.join(missing)}; "
             f"{meant.name} has every column the query reads of it: {', '.join(read)})")
+
+
+def _source_references(select: exp.Select, alias: str) -> list[exp.Column]:
+    """The columns that read ``select``'s source ``alias``: its own, and those of its subqueries (correlated)
+    that no source of theirs, or of a SELECT between, names so."""
+    out = []
+    for c in select.find_all(exp.Column):
+        if c.table.lower() != alias.lower():
+            continue
+        scope = c.find_ancestor(exp.Select)
+        while scope is not select and not any(isinstance(n, exp.Table) and n.alias_or_name.lower() == alias.lower()
+                                              for n in _source_nodes(scope)):
+            scope = scope.parent.find_ancestor(exp.Select)
+        if scope is select:
+            out.append(c)
+    return out
+
+
+def _source_nodes(select: exp.Select) -> list[exp.Expression]:
+    """What ``select`` reads from: its FROM and each JOIN's table (or subquery)."""
+    from_ = select.args.get("from_") or select.args.get("from")
+    return [from_.this, *[j.this for j in select.args.get("joins") or []]] if from_ is not None else []
 
 
 def _join_by_key_path(select: exp.Select, sources: list[_Source], col: exp.Column, lacking: _Source,
