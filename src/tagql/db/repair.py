@@ -444,16 +444,10 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
                     col.set("this", exp.to_identifier(referenced))
                     notes.append(f"{wrong} -> {qualifier}.{referenced} (what {having[0].alias}.{name} references)")
                     continue
-                bridged = _bridge(select, sources, col, by_alias[qualifier.lower()], having[0], schema)
-                if bridged is not None:
-                    by_alias[bridged.alias.lower()] = bridged
-                    notes.append(f"{wrong} -> {bridged.alias}.{name} (joined {bridged.table.name} between "
-                                 f"{having[0].table.name} and {by_alias[qualifier.lower()].table.name})")
-                    continue
-                swapped = _swap_sibling(select, sources, by_alias[qualifier.lower()], schema)
-                if swapped is not None:
+                rejoined = _rejoin(select, sources, col, wrong, by_alias[qualifier.lower()], having[0], schema)
+                if rejoined is not None:
                     by_alias = {s.alias.lower(): s for s in sources}
-                    notes.append(swapped)
+                    notes.append(rejoined)
                     continue
                 path = _join_by_key_path(select, sources, col, by_alias[qualifier.lower()], having[0], schema)
                 if path is not None:
@@ -475,16 +469,10 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
             # T1.link_to_event = T2.event_id where T1 (expense) lacks the key: the one table with that key to
             # T2's column and a foreign key to T1 is joined between them (budget)
             partner = _compared_source(col, sources)
-            bridged = partner and _bridge(select, sources, col, by_alias[qualifier.lower()], partner, schema)
-            if bridged:
-                by_alias[bridged.alias.lower()] = bridged
-                notes.append(f"{wrong} -> {bridged.alias}.{name} (joined {bridged.table.name} between "
-                             f"{partner.table.name} and {by_alias[qualifier.lower()].table.name})")
-                continue
-            swapped = _swap_sibling(select, sources, by_alias[qualifier.lower()], schema)
-            if swapped is not None:
+            rejoined = _rejoin(select, sources, col, wrong, by_alias[qualifier.lower()], partner, schema)
+            if rejoined is not None:
                 by_alias = {s.alias.lower(): s for s in sources}
-                notes.append(swapped)
+                notes.append(rejoined)
                 continue
         if not qualifier:
             _qualify_bare_columns(select, sources)  # before a join makes a bare `id` ambiguous
@@ -605,6 +593,18 @@ def _join_owner(
     return added
 
 
+def _rejoin(select: exp.Select, sources: list[_Source], col: exp.Column, wrong: str, lacking: _Source,
+            other: _Source | None, schema: Schema) -> str | None:
+    """The join repairs for ``col``, read of ``lacking`` that has no such column, where ``other`` has it (or
+    is compared with it): a table joined between the two (:func:`_bridge`), else a sibling table in
+    ``lacking``'s place (:func:`_swap_sibling`). Updates ``sources``; returns the note, or None."""
+    bridged = _bridge(select, sources, col, lacking, other, schema) if other is not None else None
+    if bridged is not None:
+        return (f"{wrong} -> {bridged.alias}.{col.name} (joined {bridged.table.name} between "
+                f"{other.table.name} and {lacking.table.name})")
+    return _swap_sibling(select, sources, lacking, schema)
+
+
 def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking: _Source, other: _Source,
             schema: Schema) -> _Source | None:
     """``other.k = lacking.k`` in the ON of the later of the two tables' joins, where ``lacking`` has no ``k``:
@@ -640,7 +640,7 @@ def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking
     alias = _new_alias(sources, bridge.name)
     col.set("table", exp.to_identifier(alias))
     on = exp.and_(*[exp.EQ(this=exp.column(b, table=alias), expression=exp.column(a, table=lacking.alias))
-                    for a, b in zip(link.a_cols, link.b_cols, strict=True)])
+                    for a, b in zip(link.a_cols, link.b_cols, strict=True)])  # the bridge's side first
     node = table_node(bridge.name, alias)
     added = _Source(alias, bridge)
     if later is lacking:  # the bridge takes the old ON (now reaching it); lacking joins the bridge by its link
