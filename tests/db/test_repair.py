@@ -428,6 +428,23 @@ def test_an_aggregate_in_where_becomes_the_aggregate_over_its_table(db):
     assert prepare_sql(bad, db) == bad
 
 
+def test_a_subquery_aggregating_a_column_its_table_lacks_gets_the_join_the_outer_query_got(db):
+    # seen on Spider train in a merged database: AVG(product_price) over a Products table without it resolved
+    # to the outer query's joined column ("misuse of aggregate"), on every retry
+    notes: list[str] = []
+    sql = prepare_sql("SELECT COUNT(*) FROM hero_power WHERE height_cm > (SELECT AVG(height_cm) FROM hero_power)",
+                      db, repairs=notes)
+    assert notes == ["height_cm -> superhero.height_cm (joined superhero)"] * 2
+    assert db.execute(sql).rows == db.execute(
+        "SELECT COUNT(*) FROM hero_power h JOIN superhero s ON h.hero_id = s.id WHERE s.height_cm > "
+        "(SELECT AVG(s2.height_cm) FROM hero_power h2 JOIN superhero s2 ON h2.hero_id = s2.id)").rows != [(0,)]
+    # a correlated reference outside an aggregate stays correlated
+    ok = ("SELECT superhero_name FROM superhero WHERE EXISTS (SELECT 1 FROM hero_power "
+          "WHERE hero_power.hero_id = superhero.id AND height_cm > 200)")
+    notes = []
+    assert prepare_sql(ok, db, repairs=notes) == ok and notes == []
+
+
 def test_a_table_named_after_its_key_or_the_two_tables_it_links_is_that_table(db):
     # BIRD train 844: eye_colour for the table superhero.eye_colour_id points to
     notes: list[str] = []

@@ -52,7 +52,9 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    (``driverStandings``) takes its place.
 11. **An aggregate in WHERE** (:func:`repair_aggregate_in_where`): ``WHERE price > AVG(price)``
    (SQLite: "misuse of aggregate") compares each row with the aggregate over the whole table:
-   ``WHERE price > (SELECT AVG(price) FROM products)``.
+   ``WHERE price > (SELECT AVG(price) FROM products)``. A subquery's aggregate over a column its own
+   tables lack gets the join that gives it the column (not the outer query's column, which SQLite
+   rejects the same way).
 The repairs that read the question's words (the counted entity, length and calendar-month orderings,
 listed values, word-count bounds) live with query synthesis in :mod:`tagql.text2sql.repair`.
 """
@@ -437,8 +439,10 @@ def _repair_select(select: exp.Select, schema: Schema, question: str) -> list[st
                 continue  # a correlated reference to an enclosing query
         elif name.lower() in output_names or any(s.table.column(name) for s in sources):
             continue  # resolvable (or ambiguous, which the database reports precisely)
-        elif _outer_has(select, schema, name, None):
-            continue
+        elif _outer_has(select, schema, name, None) and not _aggregated_by(col, select):
+            continue  # a correlated reference (but an aggregate of this SELECT over an outer column is
+            # "misuse of aggregate": ``(SELECT AVG(height_cm) FROM hero_power)`` once the outer query joined
+            # superhero for its own height_cm, so the subquery gets the join too)
         having = [s for s in sources if s.table.column(name) is not None]
         wrong = f"{qualifier}.{name}" if qualifier else name
         if len(having) == 1:
@@ -510,6 +514,12 @@ def _all_equated(select: exp.Select, having: list[_Source], name: str) -> bool:
                 group |= {a, b}
                 grew = True
     return {s.alias.lower() for s in having} <= group
+
+
+def _aggregated_by(col: exp.Column, select: exp.Select) -> bool:
+    """Whether ``col`` is the argument of an aggregate that ``select`` computes."""
+    agg = col.find_ancestor(exp.AggFunc)
+    return agg is not None and agg.find_ancestor(exp.Select) is select
 
 
 def _outer_has(select: exp.Select, schema: Schema, column: str, qualifier: str | None) -> bool:
