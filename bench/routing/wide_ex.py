@@ -142,6 +142,48 @@ def pick_questions(kind: str, per_db: int, seed: int) -> tuple[list[dict[str, An
     return chosen, dbs
 
 
+def answered_elsewhere(question: dict[str, Any], dbs: list[str]) -> list[str]:
+    """The other merged databases on which the question's gold SQL compiles as written (every table and
+    column it names exists there): in the merged database the question cannot tell them apart from its
+    own ("For each type, how many ships are there?" is ship_mission's and ship_1's alike). SQLite's
+    ``EXPLAIN`` prepares the statement without running it."""
+    out = []
+    for db in dbs:
+        if db == question["db_id"]:
+            continue
+        con = sqlite3.connect(f"file:{DATA / 'spider' / 'database' / db / f'{db}.sqlite'}?mode=ro", uri=True)
+        try:
+            con.execute("EXPLAIN " + question["query"])
+            out.append(db)
+        except sqlite3.Error:
+            pass
+        finally:
+            con.close()
+    return out
+
+
+def summarize(records: list[dict[str, Any]], conditions: list[str]) -> dict[str, dict[str, Any]]:
+    """Per condition: EX, EX on the questions no other merged database answers by the same SQL
+    (:func:`answered_elsewhere`), prompt tokens, routing ms, warm latency. Prints the table."""
+    summary = {}
+    print(f"{'condition':<10}{'n':>4}{'EX':>8}{'n one db':>10}{'EX there':>10}{'prompt p50':>12}{'prompt p95':>12}"
+          f"{'route ms p50':>14}{'warm p50 s':>12}")
+    for cond in conditions:
+        rs = [r for r in records if r["condition"] == cond]
+        one = [r for r in rs if not r.get("elsewhere")]
+        toks = [r["prompt_tokens"] for r in rs if r["prompt_tokens"]]
+        warm = [r["wall_s"] for r in rs if not r["cold"]]
+        s = {"n": len(rs), "ex": round(sum(r["correct"] for r in rs) / len(rs), 4),
+             "n_one_db": len(one), "ex_one_db": round(sum(r["correct"] for r in one) / len(one), 4) if one else None,
+             "prompt_tokens_p50": statistics.median(toks) if toks else None, "prompt_tokens_p95": common.pct(toks, 0.95),
+             "route_ms_p50": statistics.median([r.get("route_ms", 0) for r in rs]),
+             "warm_p50_s": round(statistics.median(warm), 2) if warm else None}
+        summary[cond] = s
+        print(f"{cond:<10}{s['n']:>4}{s['ex']:>8.3f}{s['n_one_db']:>10}{s['ex_one_db'] or 0:>10.3f}"
+              f"{s['prompt_tokens_p50']!s:>12}{s['prompt_tokens_p95']!s:>12}{s['route_ms_p50']!s:>14}{s['warm_p50_s']!s:>12}")
+    return summary
+
+
 def condition_settings(settings: Any, cond: str) -> Any:
     """The settings of ``wide@N`` (N routed tables ranked in context) or ``wide@No`` (the router's first N)."""
     capped = settings.model_copy(deep=True)
@@ -199,8 +241,20 @@ def main(argv: list[str] | None = None) -> None:
                     help="only N seeded questions whose prompt tables differ between the first two wide@ conditions")
     ap.add_argument("--gold-differs", action="store_true",
                     help="with --differing: only questions where one prompt holds the gold tables and the other not")
+    ap.add_argument("--summarize", default=None,
+                    help="re-print the table of a saved run (adding which questions another database answers)")
     ap.add_argument("--out", default=str(common.result_path("routing", "wide_ex")))
     args = ap.parse_args(argv)
+    all_dbs = sorted(e["db_id"] for e in json.loads((DATA / "spider" / "tables.json").read_text()) if ships(e["db_id"]))
+    if args.summarize:
+        saved = json.loads(Path(args.summarize).read_text())
+        gold = {(e["db_id"], e["question"]): e for e in pick_questions(saved["question_set"], 100_000, saved["seed"])[0]}
+        for r in saved["records"]:
+            if "elsewhere" not in r:
+                r["elsewhere"] = answered_elsewhere(gold[(r["db"], r["question"])], all_dbs)
+        saved["summary"] = summarize(saved["records"], list(saved["summary"]))
+        Path(args.summarize).write_text(json.dumps(saved, indent=1))
+        return
     run = common.Run(__spec__, argv)
     import os
 
@@ -210,8 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = load_settings()
     settings.llm.persist_prefixes = False
     chosen, dbs = pick_questions(args.questions, args.per_db, args.seed)
-    merged_dbs = dbs if args.dbs == "dev" else sorted(e["db_id"] for e in json.loads((DATA / "spider" / "tables.json").read_text())
-                                                     if ships(e["db_id"]))
+    merged_dbs = dbs if args.dbs == "dev" else all_dbs
     target = work / f"spider_{args.dbs}_wide.sqlite"
     import tagql
     from tagql.api import index_collection
@@ -258,7 +311,8 @@ def main(argv: list[str] | None = None) -> None:
             session = wide or tagql.connect(db=str(DATA / "spider" / "database" / e["db_id"] / f"{e['db_id']}.sqlite"),
                                             llm=llm, settings=settings)
             llm.next_question()
-            rec: dict[str, Any] = {"condition": cond, "db": e["db_id"], "question": e["question"]}
+            rec: dict[str, Any] = {"condition": cond, "db": e["db_id"], "question": e["question"],
+                                   "elsewhere": answered_elsewhere(e, merged_dbs)}
             start = time.perf_counter()
             try:
                 answer = session.ask(e["question"], force=True) if wide else session.ask(e["question"])
@@ -274,19 +328,7 @@ def main(argv: list[str] | None = None) -> None:
             records.append(rec)
             print(f"  {cond} {i + 1}/{len(chosen)} {e['db_id']}: {'ok' if rec['correct'] else 'x'} {rec['wall_s']} s "
                   f"{rec['prompt_tokens']} tokens", flush=True)
-    summary = {}
-    print(f"{'condition':<10}{'n':>4}{'EX':>8}{'prompt p50':>12}{'prompt p95':>12}{'route ms p50':>14}{'warm p50 s':>12}")
-    for cond in args.conditions.split(","):
-        rs = [r for r in records if r["condition"] == cond]
-        toks = [r["prompt_tokens"] for r in rs if r["prompt_tokens"]]
-        warm = [r["wall_s"] for r in rs if not r["cold"]]
-        s = {"n": len(rs), "ex": round(sum(r["correct"] for r in rs) / len(rs), 4),
-             "prompt_tokens_p50": statistics.median(toks) if toks else None, "prompt_tokens_p95": common.pct(toks, 0.95),
-             "route_ms_p50": statistics.median([r.get("route_ms", 0) for r in rs]),
-             "warm_p50_s": round(statistics.median(warm), 2) if warm else None}
-        summary[cond] = s
-        print(f"{cond:<10}{s['n']:>4}{s['ex']:>8.3f}{s['prompt_tokens_p50']!s:>12}{s['prompt_tokens_p95']!s:>12}"
-              f"{s['route_ms_p50']!s:>14}{s['warm_p50_s']!s:>12}")
+    summary = summarize(records, args.conditions.split(","))
     if differing:
         a, b = (summary[c]["ex"] for c in differing["pair"])
         differing["ex_change_over_all"] = round(differing["share"] * (a - b), 4)

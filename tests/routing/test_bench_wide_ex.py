@@ -61,3 +61,20 @@ def test_the_paired_sample_holds_only_questions_whose_prompts_differ(shared_data
     held, held_info = prompts_differ("w", settings, qs, ["wide@1", "wide@0"], 12, 37, gold=True)
     # where gold coverage differs the prompts differ too (a 1-table prompt misses the joins)
     assert all(p in qs for p in held) and 0 < held_info["differ"] <= info["differ"] and held_info["gold_coverage_differs"]
+
+
+def test_a_question_other_merged_databases_answer_by_the_same_sql_is_found(shared_data, capsys):
+    from bench.routing.wide_ex import answered_elsewhere, summarize
+
+    dbs = ["ship_1", "ship_mission", "world_1", "concert_singer"]
+    ships = {"db_id": "ship_mission", "question": "For each type, how many ships are there?",
+             "query": "SELECT TYPE, COUNT(*) FROM ship GROUP BY TYPE"}
+    assert answered_elsewhere(ships, dbs) == ["ship_1"]  # ship_1's Ship has a Type too
+    own = {"db_id": "ship_mission", "question": "What is the tonnage of the ship named Corbridge?",
+           "query": "SELECT Tonnage FROM ship WHERE Name = 'Corbridge'"}
+    assert answered_elsewhere(own, dbs) == []  # ship_1's Ship has no Tonnage
+    records = [{"condition": "wide", "correct": c, "elsewhere": e, "prompt_tokens": 10, "wall_s": 1.0, "cold": False}
+               for c, e in [(False, ["ship_1"]), (True, []), (False, [])]]
+    s = summarize(records, ["wide"])["wide"]
+    assert (s["n"], s["ex"], s["n_one_db"], s["ex_one_db"]) == (3, 0.3333, 2, 0.5)
+    assert "EX there" in capsys.readouterr().out
