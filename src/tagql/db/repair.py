@@ -50,11 +50,10 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    ``drivers JOIN constructorStandings AS T2 ON T1.driverId = T2.driverId ... T2.wins`` reads a
    ``driverId`` that table lacks; the one table named alike that has every column the query reads of it
    (``driverStandings``) takes its place.
-11. **An aggregate in WHERE** (:func:`repair_aggregate_in_where`): ``WHERE price > AVG(price)``
-   (SQLite: "misuse of aggregate") compares each row with the aggregate over the whole table:
-   ``WHERE price > (SELECT AVG(price) FROM products)``. A subquery's aggregate over a column its own
-   tables lack gets the join that gives it the column (not the outer query's column, which SQLite
-   rejects the same way).
+11. **A subquery's aggregate over a column its tables lack** (part of :func:`repair_columns`):
+   ``(SELECT AVG(product_price) FROM products)`` once the outer query joined the table that has
+   ``product_price``: SQLite reads the outer column and rejects the aggregate ("misuse of aggregate"), so the
+   subquery gets its own join.
 The repairs that read the question's words (the counted entity, length and calendar-month orderings,
 listed values, word-count bounds) live with query synthesis in :mod:`tagql.text2sql.repair`.
 """
@@ -1120,42 +1119,6 @@ def repair_missing_group_by(tree: exp.Expression) -> list[str]:
             continue
         select.set("group", exp.Group(expressions=keys))
         notes.append(f"GROUP BY {', '.join(k.sql() for k in keys)} (ranked by {own[0].sql()}, which needs groups)")
-    return notes
-
-
-def repair_aggregate_in_where(tree: exp.Expression, schema: Schema) -> list[str]:
-    """``SELECT COUNT(*) FROM products WHERE price > AVG(price)`` (SQLite: "misuse of aggregate"): a row
-    compared with an aggregate of its own table means the aggregate over that table, so the aggregate
-    becomes a subquery over it (``price > (SELECT AVG(price) FROM products)``), under the alias it was
-    read by. Only an aggregate in WHERE (never allowed there) whose columns all read one table of the
-    SELECT; anything else goes back to the LLM with the database's error. The 1.5B model wrote it three
-    times in a row for "products with a price higher than the average" on a merged Spider database."""
-    notes: list[str] = []
-    for select in list(tree.find_all(exp.Select)):
-        where = select.args.get("where")
-        if where is None or select.args.get("group") is not None:
-            continue  # grouped: a HAVING may have been meant
-        sources = select_sources(select, schema)
-        for agg in list(where.find_all(exp.AggFunc)) if sources else []:
-            if agg.find_ancestor(exp.Select) is not select or agg.find_ancestor(exp.AggFunc) is not None:
-                continue  # inside a subquery of its own, or nested in another aggregate
-            compared = agg.parent
-            other = compared.expression if isinstance(compared, exp.Binary) and compared.this is agg else (
-                compared.this if isinstance(compared, exp.Binary) else None)
-            if not isinstance(compared, (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ)) or not (
-                    other is not None and other.find(exp.Column)):
-                continue  # not a row's value compared with the aggregate
-            cols = list(agg.find_all(exp.Column))
-            owners = [_owner(c, sources) for c in cols]
-            source = owners[0] if owners else None
-            if source is None or any(o is not source for o in owners):
-                continue  # COUNT(*), or columns of several (or unknown) tables: nothing says which rows
-            inner = agg.copy()
-            for c in inner.find_all(exp.Column):
-                c.set("table", exp.to_identifier(source.alias))
-            sub = exp.Subquery(this=exp.select(inner).from_(table_node(source.table.name, source.alias)))
-            notes.append(f"{agg.sql()} in WHERE -> {sub.sql()}")
-            agg.replace(sub)
     return notes
 
 

@@ -24,7 +24,6 @@ from tagql.db.repair import (
     repair_tables_named_after_columns,
     repair_columns,
     repair_conditional_counts,
-    repair_aggregate_in_where,
     repair_missing_group_by,
     repair_scalar_subqueries,
     repair_self_joins,
@@ -151,7 +150,6 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         repairs += repair_scalar_subqueries(tree)
         repairs += repair_conditional_counts(tree)
         repairs += repair_missing_group_by(tree)
-        repairs += repair_aggregate_in_where(tree, schema)
         repairs += repair_self_joins(tree, schema)
         repairs += repair_counted_entity(tree, schema, question)
         if question and grounding:
