@@ -28,7 +28,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from tagql.config import load_settings
 from tagql.db import open_database
+from tagql.db.values import value_index
 from tagql.errors import TagqlError
 from tagql.text2sql.query import prepare_sql
 
@@ -69,6 +71,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--failed", action="store_true",
                     help="also replay the last try of records whose every try failed (repairs that turn an error "
                          "into an answer; compare two commits' runs to isolate one repair)")
+    ap.add_argument("--no-value-index", action="store_true",
+                    help="replay without the databases' value indexes (the pipeline loads them when "
+                         "answer.value_hints is on, the default, and the repairs then read them)")
     ap.add_argument("--out", default=str(common.result_path("ask", "replay")))
     args = ap.parse_args(argv)
     run = common.Run(__spec__, argv)
@@ -81,6 +86,8 @@ def main(argv: list[str] | None = None) -> None:
         name = r["db"]
         if name not in dbs:
             dbs[name] = open_database(DATA / "bird" / "dev_databases" / name / f"{name}.sqlite")
+            if not args.no_value_index:
+                value_index(dbs[name], load_settings().cache_dir)  # as Pipeline.values_for does
         g = gold[r["question_id"]]
         rows.append({"question_id": r["question_id"], "condition": r["condition"], "split": split[r["question_id"]],
                      "recorded": bool(r.get("correct")),
@@ -106,7 +113,8 @@ def main(argv: list[str] | None = None) -> None:
                           str(s["gained"]), str(s["lost"]))
     console = Console()
     console.print(table)
-    run.save(args.out, {"records": args.records, "failed": args.failed, "summary": summary,
+    run.save(args.out, {"records": args.records, "failed": args.failed, "value_index": not args.no_value_index,
+                        "summary": summary,
                         "rows": [x for x in rows if x["split"] != "test"]})  # test: the summary only
     console.print(f"wrote {args.out}")
 

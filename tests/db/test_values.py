@@ -150,3 +150,67 @@ def test_build_through_postgresql(postgres_url: str) -> None:
     assert index.exact("marvel comics")[0].value == "Marvel Comics"
     assert index.similar("Marvle Comics", threshold=0.85)[0].value == "Marvel Comics"
     assert ("publisher", "publisher_name") in {(c.table, c.column) for c in index.columns}
+
+
+def test_where_a_constant_is_stored_is_read_from_the_loaded_index_past_the_probed_columns(tmp_path: Path) -> None:
+    # a wide database: 60 tables of one text column each, 'Ebba' in the last; the probe looks at 48 columns
+    from sqlglot import parse_one
+
+    from tagql.db.repair import columns_holding, misplaced_values
+
+    path = tmp_path / "wide.sqlite"
+    con = sqlite3.connect(path)
+    for i in range(60):
+        con.execute(f"CREATE TABLE t{i:02d} (id INTEGER PRIMARY KEY, name TEXT)")
+        con.execute(f"INSERT INTO t{i:02d} (name) VALUES (?)", ("Ebba" if i == 59 else f"name {i}",))
+    con.commit()
+    con.close()
+    values_mod.forget_loaded()
+    db = open_database(path)
+    assert db.values is None and columns_holding(db, "Ebba") == []  # beyond the first 48 text columns
+    value_index(db, None)
+    assert db.values is not None
+    assert columns_holding(db, "Ebba") == ["t59.name"]
+    assert columns_holding(db, "ebba") == []  # stored exactly: the index's case-folded match is not enough
+    notes = misplaced_values(parse_one("SELECT id FROM t00 WHERE name = 'Ebba'"), db)
+    assert notes == ["'Ebba' is not a value of t00.name; the data stores it in t59.name"]
+
+
+def test_a_table_named_alike_that_stores_the_constant_takes_the_place_of_one_that_does_not(tmp_path: Path) -> None:
+    # seen on Spider train in the merged database: employee_hire_evaluation's employee for
+    # cre_Doc_Tracking_DB's Employees, the one whose names hold 'Ebba'
+    from tagql.errors import InvalidQuery
+    from tagql.text2sql.query import prepare_sql
+
+    path = tmp_path / "merged.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE hiring__employee (Employee_ID INTEGER PRIMARY KEY, Name TEXT, Age INTEGER);
+        CREATE TABLE docs__Employees (Employee_ID INTEGER PRIMARY KEY, Employee_Name TEXT, Role_Code TEXT);
+        CREATE TABLE docs__Roles (Role_Code TEXT PRIMARY KEY, Role_Name TEXT);
+        CREATE TABLE shop__Staff (Staff_ID INTEGER PRIMARY KEY, Staff_Name TEXT);
+        INSERT INTO shop__Staff VALUES (7, 'Kim');
+        INSERT INTO hiring__employee VALUES (1, 'George Chuter', 23), (2, 'Lee Mears', 29);
+        INSERT INTO docs__Employees VALUES (25, 'Leo', 'HR'), (30, 'Ebba', 'MG');
+        INSERT INTO docs__Roles VALUES ('HR', 'Human Resource'), ('MG', 'Manager');
+    """)
+    con.commit()
+    con.close()
+    values_mod.forget_loaded()
+    db = open_database(path)
+    value_index(db, None)
+    notes: list[str] = []
+    sql = prepare_sql("SELECT T1.Employee_ID FROM hiring__employee AS T1 WHERE T1.Name = 'Ebba'", db, repairs=notes)
+    assert sql == "SELECT T1.Employee_ID FROM docs__Employees AS T1 WHERE T1.Employee_Name = 'Ebba'"
+    assert notes == ["hiring__employee.Name -> docs__Employees.Employee_Name (the data stores 'Ebba' there, and "
+                     "docs__Employees has every column the query reads of hiring__employee)"]
+    assert db.execute(sql).rows == [(30,)]
+    # unqualified, the same
+    assert db.execute(prepare_sql("SELECT Employee_ID FROM hiring__employee WHERE Name = 'Ebba'", db,
+                                  repairs=[])).rows == [(30,)]
+    # the query reads a column the other table lacks (Age), or the names share no word (Staff):
+    # the model is told where the data has it, as before
+    for bad in ("SELECT Age FROM hiring__employee WHERE Name = 'Ebba'",
+                "SELECT Staff_ID FROM shop__Staff WHERE Staff_Name = 'Ebba'"):
+        with pytest.raises(InvalidQuery, match="the data stores it in docs__Employees.Employee_Name"):
+            prepare_sql(bad, db, repairs=[])

@@ -66,6 +66,9 @@ class Database:
         self._driver_error: type[BaseException] = getattr(dbapi, "Error", sqlite3.Error)
         self._functions: dict[tuple[str, int], Any] = {}
         self._duck_functions: dict[str, Any] = {}  # DuckDB: name (lower) -> duck.DuckFunction
+        # its stored-value index once tagql.db.values.value_index has loaded or built it: the repairs that
+        # ask where a constant is stored read it instead of probing columns one by one (never built here)
+        self.values: Any = None
 
     def register_function(
         self, name: str, nargs: int, fn: Any, *, vector_fn: Any = None, returns: str = "VARCHAR",

@@ -288,7 +288,8 @@ def value_index(db: Database, cache_dir: Path | str | None, *, progress: Progres
     key = str(path) if path is not None else f"{id(db)}:{fingerprint(db)}"
     with _LOCK:
         if key in _LOADED:
-            return _LOADED[key]
+            db.values = _LOADED[key]
+            return db.values
         index = None
         if path is not None and path.exists():
             try:
@@ -303,7 +304,8 @@ def value_index(db: Database, cache_dir: Path | str | None, *, progress: Progres
         if len(_LOADED) >= _KEEP:
             _LOADED.pop(next(iter(_LOADED)))
         _LOADED[key] = index
-        return index
+    db.values = index
+    return index
 
 
 def forget_loaded() -> None:
