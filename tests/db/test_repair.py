@@ -736,3 +736,36 @@ def test_a_sibling_table_taken_for_another_is_swapped_for_the_one_with_every_col
 def test_no_sibling_swap_without_the_evidence(formula_1, sql):
     out, notes = repaired(sql, formula_1)
     assert not any("has every column the query reads" in n for n in notes), notes
+
+
+def test_a_join_to_a_table_named_alike_to_the_one_its_key_reaches_joins_that_one(tmp_path):
+    # seen on Spider train in the merged database: insurance_and_eClaims' Policies joined to
+    # insurance_policies' Customers on Customer_ID, which keys them to their own Customers
+    import sqlite3
+
+    path = tmp_path / "merged.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE claims__Customers (Customer_ID INTEGER PRIMARY KEY, Customer_Details TEXT);
+        CREATE TABLE claims__Policies (Policy_ID INTEGER PRIMARY KEY, Customer_ID INTEGER, Policy_Type_Code TEXT,
+            FOREIGN KEY (Customer_ID) REFERENCES claims__Customers (Customer_ID));
+        CREATE TABLE cover__Customers (Customer_ID INTEGER PRIMARY KEY, Customer_Details TEXT, Town TEXT);
+        INSERT INTO claims__Customers VALUES (1, 'Buddy Marquardt'), (2, 'Selena Gerhold');
+        INSERT INTO claims__Policies VALUES (10, 1, 'Deputy'), (11, 2, 'Jurisdiction');
+        INSERT INTO cover__Customers VALUES (1, 'America Jaskolski', 'Leeds'), (2, 'Ellsworth Paucek', 'York');
+    """)
+    con.commit()
+    con.close()
+    db = open_database(path)
+    notes: list[str] = []
+    sql = prepare_sql("SELECT T2.Customer_Details FROM claims__Policies AS T1 JOIN cover__Customers AS T2 "
+                      "ON T1.Customer_ID = T2.Customer_ID WHERE T1.Policy_Type_Code = 'Deputy'", db, repairs=notes)
+    assert notes == ["cover__Customers -> claims__Customers (joined on Customer_ID, which keys claims__Policies to "
+                     "claims__Customers, not to cover__Customers)"]
+    assert db.execute(sql).rows == [("Buddy Marquardt",)]
+    # the joined table is read for a column the keyed one lacks (Town), or the join follows the key: as written
+    for ok in ["SELECT T2.Town FROM claims__Policies AS T1 JOIN cover__Customers AS T2 ON T1.Customer_ID = T2.Customer_ID",
+               "SELECT T2.Customer_Details FROM claims__Policies AS T1 JOIN claims__Customers AS T2 "
+               "ON T1.Customer_ID = T2.Customer_ID"]:
+        notes = []
+        assert prepare_sql(ok, db, repairs=notes) == ok and notes == []

@@ -54,6 +54,9 @@ that would otherwise be rejected; every repair is reported as a note, so a user 
    ``(SELECT AVG(product_price) FROM products)`` once the outer query joined the table that has
    ``product_price``: SQLite reads the outer column and rejects the aggregate ("misuse of aggregate"), so the
    subquery gets its own join.
+12. **A join to a table named alike to the one its key reaches** (:func:`repair_unlinked_sibling_joins`):
+   ``Policies JOIN other__Customers ON Customer_ID`` where no key links them and the ``Customers`` table
+   that ``Policies.Customer_ID`` keys to has the columns the query reads: that table is joined instead.
 The repairs that read the question's words (the counted entity, length and calendar-month orderings,
 listed values, word-count bounds) live with query synthesis in :mod:`tagql.text2sql.repair`.
 """
@@ -411,6 +414,14 @@ def select_sources(select: exp.Select, schema: Schema) -> list[_Source] | None:
             return None
         out.append(_Source(node.alias_or_name, table))
     return out
+
+
+def _selects_with_sources(tree: exp.Expression, schema: Schema) -> Iterator[tuple[exp.Select, list[_Source], list]]:
+    """Each SELECT of ``tree`` that reads known tables only: (it, its sources, its JOIN nodes)."""
+    for select in list(tree.find_all(exp.Select)):
+        sources = select_sources(select, schema)
+        if sources is not None:
+            yield select, sources, select.args.get("joins") or []
 
 
 def _own_columns(select: exp.Select) -> list[exp.Column]:
@@ -1197,11 +1208,7 @@ def repair_self_joins(tree: exp.Expression, schema: Schema) -> list[str]:
     T1.x``). Anything else is left alone, and :func:`self_comparisons` sends it back to the LLM."""
     notes: list[str] = []
     links = key_links(schema)
-    for select in list(tree.find_all(exp.Select)):
-        sources = select_sources(select, schema)
-        if sources is None:
-            continue
-        joins = select.args.get("joins") or []
+    for select, sources, joins in _selects_with_sources(tree, schema):
         for i, join in enumerate(joins):
             on = join.args.get("on")
             joined, before = sources[i + 1], sources[: i + 1]
@@ -1228,6 +1235,55 @@ def repair_self_joins(tree: exp.Expression, schema: Schema) -> list[str]:
                 cond = _earlier_first(cond, sources)
                 notes.append(f"{eq.sql()} -> {cond.sql()}")
                 eq.replace(cond)
+    return notes
+
+
+def repair_unlinked_sibling_joins(tree: exp.Expression, schema: Schema) -> list[str]:
+    """``insurance_and_eClaims__Policies AS T1 JOIN insurance_policies__Customers AS T2 ON T1.Customer_ID =
+    T2.Customer_ID``: the two tables share a column name but no key, while one other table named alike to
+    the joined one (``insurance_and_eClaims__Customers``) is keyed to the earlier table on those columns
+    and has every column the query reads of the joined one. That table was meant (a database merging
+    several holds a Customers table of each); it takes the joined one's place. Only a JOIN whose ON is one
+    column equality, and only when exactly one such table exists and the query does not read it yet."""
+    notes: list[str] = []
+    links = key_links(schema)
+    for select, sources, joins in _selects_with_sources(tree, schema):
+        for i, join in enumerate(joins):
+            eq = join.args.get("on")
+            joined = sources[i + 1]
+            if not isinstance(eq, exp.EQ) or not all(isinstance(c, exp.Column) and c.table for c in (eq.this, eq.expression)):
+                continue
+            mine = next((c for c in (eq.this, eq.expression) if c.table.lower() == joined.alias.lower()), None)
+            theirs = eq.expression if mine is eq.this else eq.this
+            earlier = next((s for s in sources[: i + 1] if s.alias.lower() == theirs.table.lower()), None)
+            if mine is None or earlier is None:
+                continue
+
+            def keyed(table: Table, column: str) -> bool:
+                return any(link.b.lower() == table.name.lower() and [c.lower() for c in link.a_cols] == [theirs.name.lower()]
+                           and [c.lower() for c in link.b_cols] == [column.lower()]
+                           for link in links.get(earlier.table.name.lower(), []))
+
+            if keyed(joined.table, mine.name):
+                continue
+            refs = _source_references(select, joined.alias)
+            read = {c.name.lower() for c in refs}
+            used = {s.table.name.lower() for s in sources}
+            words = {stem(w.lower()) for w in _name_words(joined.table.name)}
+            fits = [t for t in schema.tables if t.name.lower() not in used and keyed(t, mine.name)
+                    and all(t.column(c) is not None for c in read)
+                    and words & {stem(w.lower()) for w in _name_words(t.name)}]
+            if len(fits) != 1:
+                continue
+            meant = fits[0]
+            node = join.this
+            node.set("this", exp.to_identifier(meant.name))
+            if not node.alias:
+                for c in refs:
+                    c.set("table", exp.to_identifier(meant.name))
+            sources[i + 1] = _Source(node.alias_or_name, meant)
+            notes.append(f"{joined.table.name} -> {meant.name} (joined on {theirs.name}, which keys "
+                         f"{earlier.table.name} to {meant.name}, not to {joined.table.name})")
     return notes
 
 

@@ -29,6 +29,7 @@ from tagql.db.repair import (
     repair_self_joins,
     repair_table_spelling,
     repair_unknown_tables,
+    repair_unlinked_sibling_joins,
     repair_values,
     self_comparisons,
 )
@@ -151,6 +152,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
         repairs += repair_conditional_counts(tree)
         repairs += repair_missing_group_by(tree)
         repairs += repair_self_joins(tree, schema)
+        repairs += repair_unlinked_sibling_joins(tree, schema)
         repairs += repair_counted_entity(tree, schema, question)
         if question and grounding:
             repairs += repair_counted_table(tree, schema, question)
