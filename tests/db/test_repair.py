@@ -765,6 +765,7 @@ def test_a_join_to_a_table_named_alike_to_the_one_its_key_reaches_joins_that_one
     assert db.execute(sql).rows == [("Buddy Marquardt",)]
     # the joined table is read for a column the keyed one lacks (Town), or the join follows the key: as written
     for ok in ["SELECT T2.Town FROM claims__Policies AS T1 JOIN cover__Customers AS T2 ON T1.Customer_ID = T2.Customer_ID",
+               "SELECT Town FROM claims__Policies AS T1 JOIN cover__Customers AS T2 ON T1.Customer_ID = T2.Customer_ID",
                "SELECT T2.Customer_Details FROM claims__Policies AS T1 JOIN claims__Customers AS T2 "
                "ON T1.Customer_ID = T2.Customer_ID"]:
         notes = []

@@ -211,6 +211,7 @@ def test_a_table_named_alike_that_stores_the_constant_takes_the_place_of_one_tha
     # the query reads a column the other table lacks (Age), or the names share no word (Staff):
     # the model is told where the data has it, as before
     for bad in ("SELECT Age FROM hiring__employee WHERE Name = 'Ebba'",
+                "SELECT Employee_ID FROM hiring__employee WHERE Name IN ('Ebba', 'Kim')",  # Kim: a Staff_Name
                 "SELECT Staff_ID FROM shop__Staff WHERE Staff_Name = 'Ebba'"):
         with pytest.raises(InvalidQuery, match="the data stores it in docs__Employees.Employee_Name"):
             prepare_sql(bad, db, repairs=[])

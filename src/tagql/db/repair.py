@@ -730,6 +730,14 @@ def _source_references(select: exp.Select, alias: str) -> list[exp.Column]:
     return out
 
 
+def _columns_reading(select: exp.Select, sources: list[_Source], source: _Source) -> list[exp.Column]:
+    """The columns that read ``source`` of ``select``: qualified by its alias (in the SELECT or a correlated
+    subquery, :func:`_source_references`), or unqualified in the SELECT itself where only it has the column."""
+    bare = [c for c in _own_columns(select) if not c.table and c.name
+            and (o := _owner(c, sources)) is not None and o.alias.lower() == source.alias.lower()]
+    return _source_references(select, source.alias) + bare
+
+
 def _source_nodes(select: exp.Select) -> list[exp.Expression]:
     """What ``select`` reads from: its FROM and each JOIN's table (or subquery)."""
     from_ = select.args.get("from_") or select.args.get("from")
@@ -1040,23 +1048,17 @@ def _table_holding(node: exp.Expression, column: exp.Column, owner: _Source, val
     sources = select_sources(select, db.schema) if select is not None else None
     if not sources or any(isinstance(e, exp.Star) or e.find(exp.Star) for e in select.expressions):
         return None
-    holders = {h for v in values for h in columns_holding(db, v, timeout_s=timeout_s)}
-    if len(holders) != 1:
-        return None
-    table_name, holding = next(iter(holders)).split(".", 1)
+    holders = {tuple(columns_holding(db, v, timeout_s=timeout_s)) for v in values}
+    if len(holders) != 1 or len(next(iter(holders))) != 1:
+        return None  # each constant stored in the same one column, and nowhere else
+    table_name, holding = next(iter(holders))[0].split(".", 1)
     meant = db.schema.table(table_name)
     if meant is None or any(s.table.name.lower() == meant.name.lower() for s in sources):
         return None
     if not {stem(w.lower()) for w in _name_words(owner.table.name)} & {stem(w.lower()) for w in _name_words(meant.name)}:
         return None
 
-    def reads_owner(c: exp.Column) -> bool:
-        if c.table:
-            return c.table.lower() == owner.alias.lower()
-        found = _owner(c, sources)
-        return found is not None and found.alias.lower() == owner.alias.lower()
-
-    refs = [c for c in select.find_all(exp.Column) if reads_owner(c)]
+    refs = _columns_reading(select, sources, owner)
     if any(c.find_ancestor(exp.Select) is not select for c in refs):
         return None  # a subquery reads it too
     compared = column.name.lower()
@@ -1266,7 +1268,7 @@ def repair_unlinked_sibling_joins(tree: exp.Expression, schema: Schema) -> list[
 
             if keyed(joined.table, mine.name):
                 continue
-            refs = _source_references(select, joined.alias)
+            refs = _columns_reading(select, sources, joined)
             read = {c.name.lower() for c in refs}
             used = {s.table.name.lower() for s in sources}
             words = {stem(w.lower()) for w in _name_words(joined.table.name)}
