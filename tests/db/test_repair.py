@@ -770,3 +770,37 @@ def test_a_join_to_a_table_named_alike_to_the_one_its_key_reaches_joins_that_one
                "ON T1.Customer_ID = T2.Customer_ID"]:
         notes = []
         assert prepare_sql(ok, db, repairs=notes) == ok and notes == []
+
+
+def test_a_repair_that_breaks_does_not_lose_the_question(db, monkeypatch, caplog):
+    # a bug in one repair (here: a step that raises) leaves the query as the model wrote it, with no notes
+    # from the failed step, and logs the bug; the question goes on to validation and execution
+    import tagql.text2sql.query as query
+
+    def broken(tree):
+        raise RuntimeError("a repair's own bug")
+
+    monkeypatch.setattr(query, "repair_conditional_counts", broken)
+    notes: list[str] = []
+    with pytest.raises(InvalidQuery, match="use T3.power_name"):  # unrepaired: validation tells the model
+        prepare_sql("SELECT T2.power_name FROM superhero AS T1 JOIN hero_power AS T2 ON T1.id = T2.hero_id "
+                    "JOIN superpower AS T3 ON T2.power_id = T3.id", db, repairs=notes)
+    assert notes == [] and "a SQL repair failed" in caplog.text
+    # a valid query goes on to run as written
+    assert db.execute(prepare_sql("SELECT COUNT(*) FROM superhero", db, repairs=[])).rows[0][0] > 0
+
+
+def test_joins_added_by_a_repair_belong_to_their_select(shared_data):
+    # a bridge inserted into the JOIN list had no parent, and a later repair walking up from its columns
+    # crashed (Spider dev, student_transcripts_tracking, "descriptions for all the math courses")
+    db = open_database(shared_data / "spider" / "database" / "student_transcripts_tracking"
+                       / "student_transcripts_tracking.sqlite")
+    notes: list[str] = []
+    sql = prepare_sql("SELECT T2.course_description FROM Courses AS T1 JOIN Sections AS T2 ON T1.course_id = "
+                      "T2.course_id JOIN Student_Enrolment_Courses AS T3 ON T2.course_id = T3.course_id JOIN "
+                      "Degree_Programs AS T4 ON T3.degree_program_id = T4.degree_program_id "
+                      "WHERE T1.course_name = 'math'", db, repairs=notes)
+    assert any("joined Student_Enrolment between" in n for n in notes)
+    tree = sqlglot.parse_one(sql, read="sqlite")
+    assert all(c.find_ancestor(sqlglot.exp.Select) is tree for c in tree.find_all(sqlglot.exp.Column))
+    db.execute(sql)

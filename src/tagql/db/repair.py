@@ -677,6 +677,7 @@ def _bridge(select: exp.Select, sources: list[_Source], col: exp.Column, lacking
         joins.insert(joins.index(mine[0]), exp.Join(this=node, on=old_on))
     else:  # the bridge joins lacking by its link, just before other, whose ON now reaches the bridge
         joins.insert(joins.index(mine[0]), exp.Join(this=node, on=on))
+    select.set("joins", joins)  # parents the new JOIN (a list insert alone leaves it parentless)
     sources.insert(sources.index(later), added)
     return added
 
@@ -722,9 +723,9 @@ def _source_references(select: exp.Select, alias: str) -> list[exp.Column]:
         if c.table.lower() != alias.lower():
             continue
         scope = c.find_ancestor(exp.Select)
-        while scope is not select and not any(isinstance(n, exp.Table) and n.alias_or_name.lower() == alias.lower()
-                                              for n in _source_nodes(scope)):
-            scope = scope.parent.find_ancestor(exp.Select)
+        while scope is not None and scope is not select and not any(
+                isinstance(n, exp.Table) and n.alias_or_name.lower() == alias.lower() for n in _source_nodes(scope)):
+            scope = scope.parent.find_ancestor(exp.Select) if scope.parent is not None else None
         if scope is select:
             out.append(c)
     return out
@@ -778,6 +779,7 @@ def _join_by_key_path(select: exp.Select, sources: list[_Source], col: exp.Colum
             sources.insert(sources.index(later), _Source(alias, schema.table(link.b)))  # type: ignore[arg-type]
             added.append(link.b)
         alias_prev = alias
+    select.set("joins", joins)  # parents the new JOINs
     via = f" through {', '.join(added)}" if added else ""
     return (f"{before} -> {mine[0].args['on'].sql()} ({lacking.table.name} has no {col.name}; "
             f"joined by keys{via})")

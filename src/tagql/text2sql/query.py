@@ -9,6 +9,7 @@ can mislead a small model into a query that cannot run; configurable).
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -69,6 +70,8 @@ _KEYWORDS = r"SELECT|WITH|INSERT|UPDATE|DELETE|DROP|CREATE|ALTER|ATTACH|DETACH|P
 _LINE_START = re.compile(rf"^[ \t]*({_KEYWORDS})\b", re.IGNORECASE | re.MULTILINE)
 _INLINE = re.compile(r"\bSELECT\s|\bWITH\s+(RECURSIVE\s+)?\w+\s*(\([^)]*\))?\s+AS\s*\(", re.IGNORECASE)
 _STATEMENT = re.compile(rf"({_KEYWORDS})\b", re.IGNORECASE)
+
+log = logging.getLogger(__name__)
 
 
 def extract_sql(text: str) -> str:
@@ -141,33 +144,7 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
     before = tree.sql(dialect=db.dialect)
     tree = fix_sqlite_double_quoted_strings(tree, schema)
     if repairs is not None:
-        repairs += repair_literal_filters(tree)
-        repairs += repair_table_spelling(tree, schema)
-        repairs += repair_unknown_tables(tree, schema)
-        repairs += repair_tables_named_after_columns(tree, schema)
-        repairs += repair_column_spelling(tree, schema)
-        repairs += repair_key_named_columns(tree, schema)
-        repairs += repair_columns(tree, schema, question)
-        repairs += repair_scalar_subqueries(tree)
-        repairs += repair_conditional_counts(tree)
-        repairs += repair_missing_group_by(tree)
-        repairs += repair_self_joins(tree, schema)
-        repairs += repair_unlinked_sibling_joins(tree, schema)
-        repairs += repair_counted_entity(tree, schema, question)
-        if question and grounding:
-            repairs += repair_counted_table(tree, schema, question)
-            repairs += repair_invented_filters(tree, schema, question, statements)
-            repairs += repair_projected_keys(tree, schema, question)
-            repairs += repair_unused_joins(tree, schema, question)
-            repairs += repair_aggregated_column(tree, schema, question)
-        tree, ordered = repair_length_order(tree, question)
-        repairs += ordered
-        if db.backend.strftime_dates:
-            repairs += repair_date_parts(tree)
-            repairs += repair_month_order(tree, question)
-        repairs += repair_word_count(tree, question)
-        repairs += repair_decimal_places(tree, question)
-        repairs += repair_scaled_numbers(tree, question)
+        tree = _guarded(tree, repairs, lambda t, notes: _schema_repairs(t, db, question, statements, grounding, notes))
         same = self_comparisons(tree)
         if same:
             raise InvalidQuery(f"the condition {same[0]} compares a column with itself (always true): "
@@ -180,17 +157,76 @@ def prepare_sql(sql: str, db: Database, *, repairs: list[str] | None = None, que
             exc.repaired_sql = after  # type: ignore[attr-defined]  # further start from it
         raise
     if repairs is not None:
-        repairs += repair_values(tree, db)
-        if question:
-            repairs += repair_listed_values(tree, db, question)
-        if question and grounding:
-            repairs += repair_value_by_join(tree, db)
-            repairs += repair_ignored_flags(tree, db, question)
-        misplaced = misplaced_values(tree, db, repairs=repairs)
-        if misplaced:
-            raise InvalidQuery(f"{misplaced[0]}: compare the column that holds it (join its table if needed)")
+        tree = _guarded(tree, repairs, lambda t, notes: _data_repairs(t, db, question, grounding, notes))
     after = tree.sql(dialect=db.dialect)
     return after if after != before else sql
+
+
+def _guarded(tree: sqlglot.exp.Expression, repairs: list[str],
+             step: Callable[[sqlglot.exp.Expression, list[str]], sqlglot.exp.Expression]) -> sqlglot.exp.Expression:
+    """``step(tree, repairs)``, which rewrites ``tree`` and notes what it changed. A repair's own bug (any
+    error but a :class:`TagqlError`, which says something about the query) must not lose the question: the
+    query then goes on as it was before the step, without its notes, and the bug is logged."""
+    pristine, noted = tree.copy(), len(repairs)
+    try:
+        return step(tree, repairs)
+    except TagqlError:
+        raise
+    except Exception:
+        log.warning("a SQL repair failed; the query goes on unrepaired", exc_info=True)
+        del repairs[noted:]
+        return pristine
+
+
+def _schema_repairs(tree: sqlglot.exp.Expression, db: Database, question: str, statements: str, grounding: bool,
+                    repairs: list[str]) -> sqlglot.exp.Expression:
+    """The repairs that read the schema and the question (``db/repair.py``, ``text2sql/repair.py``,
+    ``text2sql/grounding.py``), in order; returns the tree (one of them builds a new one)."""
+    schema = db.schema
+    repairs += repair_literal_filters(tree)
+    repairs += repair_table_spelling(tree, schema)
+    repairs += repair_unknown_tables(tree, schema)
+    repairs += repair_tables_named_after_columns(tree, schema)
+    repairs += repair_column_spelling(tree, schema)
+    repairs += repair_key_named_columns(tree, schema)
+    repairs += repair_columns(tree, schema, question)
+    repairs += repair_scalar_subqueries(tree)
+    repairs += repair_conditional_counts(tree)
+    repairs += repair_missing_group_by(tree)
+    repairs += repair_self_joins(tree, schema)
+    repairs += repair_unlinked_sibling_joins(tree, schema)
+    repairs += repair_counted_entity(tree, schema, question)
+    if question and grounding:
+        repairs += repair_counted_table(tree, schema, question)
+        repairs += repair_invented_filters(tree, schema, question, statements)
+        repairs += repair_projected_keys(tree, schema, question)
+        repairs += repair_unused_joins(tree, schema, question)
+        repairs += repair_aggregated_column(tree, schema, question)
+    tree, ordered = repair_length_order(tree, question)
+    repairs += ordered
+    if db.backend.strftime_dates:
+        repairs += repair_date_parts(tree)
+        repairs += repair_month_order(tree, question)
+    repairs += repair_word_count(tree, question)
+    repairs += repair_decimal_places(tree, question)
+    repairs += repair_scaled_numbers(tree, question)
+    return tree
+
+
+def _data_repairs(tree: sqlglot.exp.Expression, db: Database, question: str, grounding: bool,
+                  repairs: list[str]) -> sqlglot.exp.Expression:
+    """The repairs that read the stored values, once the query is valid; a constant that no repair could
+    place raises :class:`InvalidQuery` naming where the data has it."""
+    repairs += repair_values(tree, db)
+    if question:
+        repairs += repair_listed_values(tree, db, question)
+    if question and grounding:
+        repairs += repair_value_by_join(tree, db)
+        repairs += repair_ignored_flags(tree, db, question)
+    misplaced = misplaced_values(tree, db, repairs=repairs)
+    if misplaced:
+        raise InvalidQuery(f"{misplaced[0]}: compare the column that holds it (join its table if needed)")
+    return tree
 
 
 def _parse_for(sql: str, db: Database, question: str,
