@@ -301,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"prompts differ between {pair[0]} and {pair[1]}: {differing['differ']} of {differing['of']} "
               f"questions; running {len(chosen)}", flush=True)
     llm = FirstPromptTokens(make_llm(settings))
+    elsewhere = {(e["db_id"], e["question"]): answered_elsewhere(e, merged_dbs) for e in chosen}
     records = []
     for cond in args.conditions.split(","):
         wide = None
@@ -312,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
                                             llm=llm, settings=settings)
             llm.next_question()
             rec: dict[str, Any] = {"condition": cond, "db": e["db_id"], "question": e["question"],
-                                   "elsewhere": answered_elsewhere(e, merged_dbs)}
+                                   "elsewhere": elsewhere[(e["db_id"], e["question"])]}
             start = time.perf_counter()
             try:
                 answer = session.ask(e["question"], force=True) if wide else session.ask(e["question"])

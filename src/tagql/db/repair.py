@@ -702,17 +702,29 @@ def _swap_sibling(select: exp.Select, sources: list[_Source], lacking: _Source, 
     if len(fits) != 1:
         return None
     meant = fits[0]
-    node = next(n for n in _source_nodes(select)
-                if isinstance(n, exp.Table) and n.alias_or_name.lower() == lacking.alias.lower())
-    node.set("this", exp.to_identifier(meant.name))
-    alias = lacking.alias
-    if not node.alias:  # unaliased: the columns were qualified by the old table's name
-        alias = meant.name
-        for c in refs:
-            c.set("table", exp.to_identifier(alias))
-    sources[sources.index(lacking)] = _Source(alias, meant)
+    sources[sources.index(lacking)] = _put_table(select, lacking, meant, refs)
     return (f"{lacking.table.name} -> {meant.name} ({lacking.table.name} has no {', '.join(missing)}; "
             f"{meant.name} has every column the query reads of it: {', '.join(read)})")
+
+
+def _put_table(select: exp.Select, old: _Source, meant: Table, refs: list[exp.Column]) -> _Source:
+    """``meant`` read in ``old``'s place in ``select``: its table node renamed and, when the node had no
+    alias, the columns of ``refs`` that were qualified by the old table's name qualified by the new one.
+    Returns the new source."""
+    node = next(n for n in _source_nodes(select)
+                if isinstance(n, exp.Table) and n.alias_or_name.lower() == old.alias.lower())
+    node.set("this", exp.to_identifier(meant.name))
+    if not node.alias:
+        for c in refs:
+            if c.table:
+                c.set("table", exp.to_identifier(meant.name))
+    return _Source(node.alias_or_name, meant)
+
+
+def _name_stems(name: str) -> set[str]:
+    """The stems of a name's words (``cre_Doc_Tracking_DB__Employees`` -> cre, doc, track, db, employe): two
+    tables named alike share one."""
+    return {stem(w.lower()) for w in _name_words(name)}
 
 
 def _source_references(select: exp.Select, alias: str) -> list[exp.Column]:
@@ -1057,7 +1069,7 @@ def _table_holding(node: exp.Expression, column: exp.Column, owner: _Source, val
     meant = db.schema.table(table_name)
     if meant is None or any(s.table.name.lower() == meant.name.lower() for s in sources):
         return None
-    if not {stem(w.lower()) for w in _name_words(owner.table.name)} & {stem(w.lower()) for w in _name_words(meant.name)}:
+    if not _name_stems(owner.table.name) & _name_stems(meant.name):
         return None
 
     refs = _columns_reading(select, sources, owner)
@@ -1068,12 +1080,8 @@ def _table_holding(node: exp.Expression, column: exp.Column, owner: _Source, val
         return None
     note = (f"{owner.table.name}.{column.name} -> {meant.name}.{holding} (the data stores {values[0]!r} there, "
             f"and {meant.name} has every column the query reads of {owner.table.name})")
-    table = next(n for n in _source_nodes(select)
-                 if isinstance(n, exp.Table) and n.alias_or_name.lower() == owner.alias.lower())
-    table.set("this", exp.to_identifier(meant.name))
+    _put_table(select, owner, meant, refs)
     for c in refs:
-        if c.table and not table.alias:
-            c.set("table", exp.to_identifier(meant.name))
         if c.name.lower() == compared:
             c.set("this", exp.to_identifier(holding))
     return note
@@ -1273,19 +1281,13 @@ def repair_unlinked_sibling_joins(tree: exp.Expression, schema: Schema) -> list[
             refs = _columns_reading(select, sources, joined)
             read = {c.name.lower() for c in refs}
             used = {s.table.name.lower() for s in sources}
-            words = {stem(w.lower()) for w in _name_words(joined.table.name)}
+            words = _name_stems(joined.table.name)
             fits = [t for t in schema.tables if t.name.lower() not in used and keyed(t, mine.name)
-                    and all(t.column(c) is not None for c in read)
-                    and words & {stem(w.lower()) for w in _name_words(t.name)}]
+                    and all(t.column(c) is not None for c in read) and words & _name_stems(t.name)]
             if len(fits) != 1:
                 continue
             meant = fits[0]
-            node = join.this
-            node.set("this", exp.to_identifier(meant.name))
-            if not node.alias:
-                for c in refs:
-                    c.set("table", exp.to_identifier(meant.name))
-            sources[i + 1] = _Source(node.alias_or_name, meant)
+            sources[i + 1] = _put_table(select, joined, meant, refs)
             notes.append(f"{joined.table.name} -> {meant.name} (joined on {theirs.name}, which keys "
                          f"{earlier.table.name} to {meant.name}, not to {joined.table.name})")
     return notes
